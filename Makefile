@@ -1,0 +1,99 @@
+# MW -- build, test, install.  `make` builds build/mw and build/mw.so;
+# `make test` runs every test and ends with "N passed, N failed, N skipped".
+
+PREFIX   ?= /usr/local
+BUILD    ?= build
+LUA      ?= lua5.4
+BUSTED   ?= /usr/bin/busted
+PKGS     := lua5.4 sqlite3 libcrypto
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs sqlite3 libcrypto)
+LUA_LIBS   := $(shell pkg-config --libs lua5.4)
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -Wall -Wextra -Werror -fPIC -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+            -Iinclude -Iruntime $(PKG_CFLAGS) -DMW_SCRIPTS_DIR='"$(SCRIPTS_DIR)"'
+LDLIBS   += $(PKG_LIBS) -lm
+SCRIPTS_DIR ?= $(CURDIR)/scripts
+
+# The core: storage (no Lua, no libuv) and the Lua-facing engine pieces.
+CORE_SRC := runtime/buf.c runtime/errors.c runtime/chain.c runtime/json.c runtime/store.c
+LUA_SRC  := runtime/ljson.c runtime/fold.c runtime/hydrate.c runtime/lmw.c
+HOST_SRC := runtime/cli.c runtime/main.c
+
+OBJ      := $(BUILD)/obj
+CORE_OBJ := $(CORE_SRC:runtime/%.c=$(OBJ)/%.o)
+LUA_OBJ  := $(LUA_SRC:runtime/%.c=$(OBJ)/%.o)
+HOST_OBJ := $(HOST_SRC:runtime/%.c=$(OBJ)/%.o)
+HEADERS  := $(wildcard include/*.h runtime/*.h)
+
+C_TESTS  := $(patsubst spec/c/%.c,$(BUILD)/test/%,$(wildcard spec/c/*_test.c))
+
+.PHONY: all test sanitize deps install clean bench demo c-tests
+
+all: $(BUILD)/mw $(BUILD)/mw.so
+
+$(OBJ)/%.o: runtime/%.c $(HEADERS) | $(OBJ)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(OBJ) $(BUILD)/test:
+	mkdir -p $@
+
+$(BUILD)/mw: $(CORE_OBJ) $(LUA_OBJ) $(HOST_OBJ)
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LUA_LIBS) $(LDLIBS)
+
+# The module resolves Lua's symbols from the interpreter that loads it.
+$(BUILD)/mw.so: $(CORE_OBJ) $(LUA_OBJ)
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared $^ -o $@ $(LDLIBS)
+
+$(BUILD)/test/%: spec/c/%.c $(CORE_OBJ) $(LUA_OBJ) | $(BUILD)/test
+	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LUA_LIBS) $(LDLIBS)
+
+c-tests: $(C_TESTS)
+
+# busted runs under Lua 5.4 explicitly, whatever `lua` is on this machine.
+test: all c-tests
+	@MW_BUILD=$(CURDIR)/$(BUILD) MW_SCRIPTS=$(CURDIR)/scripts $(LUA) $(BUSTED) \
+	  --lpath='./spec/?.lua;./spec/support/?.lua' --cpath='$(BUILD)/?.so' \
+	  -o spec/support/summary.lua spec
+
+# AddressSanitizer + UBSan: a separate build tree, the same tests.  The Lua
+# interpreter is not instrumented, so the runtime is preloaded for the module.
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+sanitize:
+	$(MAKE) BUILD=build/asan CFLAGS="$(ASAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined" all c-tests
+	@ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  MW_BUILD=$(CURDIR)/build/asan MW_SCRIPTS=$(CURDIR)/scripts $(LUA) $(BUSTED) \
+	  --lpath='./spec/?.lua;./spec/support/?.lua' --cpath='build/asan/?.so' \
+	  -o spec/support/summary.lua spec
+
+DEB_PKGS := liblua5.4-dev lua5.4 libsqlite3-dev lua-cjson libuv1-dev lua-busted libssl-dev \
+            pkg-config libhttp-parser-dev lua-socket curl gcc make git
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "all Debian packages present"; fi
+
+bench: all
+	$(LUA) bench/store.lua
+
+demo: all
+	@MW_SCRIPTS=$(CURDIR)/scripts $(LUA) examples/demo.lua
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/mw/scripts \
+	  $(DESTDIR)$(PREFIX)/lib/lua/5.4
+	install -m 755 $(BUILD)/mw $(DESTDIR)$(PREFIX)/bin/mw
+	install -m 644 $(BUILD)/mw.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/mw.so
+	install -m 644 include/mw.h $(DESTDIR)$(PREFIX)/include/mw.h
+	install -m 644 scripts/*.lua $(DESTDIR)$(PREFIX)/share/mw/scripts/
+
+clean:
+	rm -rf build

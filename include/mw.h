@@ -1,0 +1,217 @@
+/*
+ * mw.h -- the public C API of MW: the store (hash-chained log, snapshots,
+ * tokens) and, above it, the lifecycle engine (wake -> run -> sleep).
+ * An embedder links these and never touches HTTP; the host's HTTP layer calls
+ * exactly the same functions.  Lifetimes are described in docs/c-api.md.
+ */
+#ifndef MW_H
+#define MW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Status codes, one list (the shape of libuv's UV_ERRNO_MAP).  Every failure
+ * in MW is one of these, negative; the HTTP status and the contract's error
+ * code come from the same row.
+ *   XX(NAME, value, http status, contract code, message)
+ */
+#define MW_ERRNO_MAP(XX)                                                      \
+  XX(EINVAL,     -1, 400, "bad_request",       "invalid argument")            \
+  XX(EJSON,      -2, 400, "bad_request",       "invalid JSON")                \
+  XX(ETENANT,    -3, 400, "tenant_in_payload", "tenant comes from the token") \
+  XX(EAUTH,      -4, 401, "unauthorized",      "unknown or revoked token")    \
+  XX(EFORBID,    -5, 403, "forbidden",         "operator token required")     \
+  XX(ESESSION,   -6, 404, "unknown_session",   "no such session")             \
+  XX(ENOENT,     -7, 404, "not_found",         "not found")                   \
+  XX(EAWAKE,     -8, 409, "already_awake",     "actor has an open session")   \
+  XX(ECLOSED,    -9, 409, "session_closed",    "session is closed")           \
+  XX(ECORRUPT,  -10, 409, "snapshot_corrupt",  "snapshot fails verification") \
+  XX(ECONFLICT, -11, 409, "conflict",          "expected cursor mismatch")    \
+  XX(ETOOBIG,   -12, 413, "payload_too_large", "payload too large")           \
+  XX(ESKILL,    -13, 422, "skill_error",       "skill raised an error")       \
+  XX(EQUOTA,    -14, 429, "quota_exceeded",    "quota exceeded")              \
+  XX(ETIMEOUT,  -15, 503, "skill_timeout",     "skill ran past its budget")   \
+  XX(EUNAVAIL,  -16, 503, "unavailable",       "store cannot write durably")  \
+  XX(EFOLD,     -17, 500, "internal",          "fold failed")                 \
+  XX(ENOTHOME,  -18, 500, "internal",          "not an MW home")              \
+  XX(EBROKEN,   -19, 500, "internal",          "log chain is broken")         \
+  XX(ENOMEM,    -20, 500, "internal",          "out of memory")               \
+  XX(EINTERNAL, -21, 500, "internal",          "internal error")
+
+typedef enum {
+  MW_OK = 0,
+#define XX(name, val, http, code, msg) MW_##name = (val),
+  MW_ERRNO_MAP(XX)
+#undef XX
+  MW_ERRNO_MAX = -22
+} mw_errno_t;
+
+const char *mw_err_name(int err);    /* "EJSON" */
+const char *mw_err_code(int err);    /* "bad_request" (the contract's code) */
+const char *mw_strerror(int err);    /* "invalid JSON" */
+int mw_err_http(int err);            /* 400 */
+
+/* ---- Store: the home, its log streams and snapshots --------------------- */
+
+typedef struct mw_store mw_store;    /* one open home database */
+struct mw_buf;
+
+typedef struct mw_entry {
+  int64_t cursor;                    /* 1-based */
+  int64_t ts;                        /* ms since the epoch */
+  const char *kind;
+  const char *body;                  /* canonical JSON */
+  size_t body_len;
+  unsigned char prev[32];
+  unsigned char hash[32];
+} mw_entry;
+
+typedef struct mw_snapshot {
+  char id[40];                       /* "s_" + hex */
+  int64_t cursor;
+  char *state;                       /* canonical JSON, owned */
+  size_t state_len;
+  unsigned char state_hash[32];
+  unsigned char entry_hash[32];      /* hash of the log entry at cursor */
+  char fold[65];                     /* fold fingerprint, hex */
+  int64_t created_at;
+  int safe;
+  int is_head;                       /* a head (made by sleep) or a checkpoint */
+} mw_snapshot;
+
+
+#define MW_STORE_CREATE   1   /* create the home if it does not exist */
+#define MW_STORE_READONLY 2   /* open for reading only */
+
+/* Open the home's database (HOME/mw.db).  err receives a message on failure:
+ * MW_ENOTHOME when HOME is not an MW home, MW_EUNAVAIL when it cannot be
+ * opened for writing.  Close with mw_store_close (NULL is fine).  A store is
+ * used by one thread at a time. */
+int mw_store_open(const char *home, int flags, mw_store **out, char *err, size_t errlen);
+void mw_store_close(mw_store *s);
+const char *mw_store_errmsg(const mw_store *s);   /* message of the last failure */
+const char *mw_store_home(const mw_store *s);
+int mw_store_keyed(const mw_store *s);            /* 1 when the chain is an HMAC chain */
+
+/* Explicit transactions (group commit): inside one, every write call below
+ * is its own SAVEPOINT, so a failing call leaves the others intact. */
+int mw_store_begin(mw_store *s);
+int mw_store_commit(mw_store *s);     /* MW_EUNAVAIL when COMMIT (or its fsync) fails */
+void mw_store_rollback(mw_store *s);
+
+/* 1-64 bytes of A-Z a-z 0-9 _ . -, and not "." or "..". */
+int mw_valid_id(const char *s);
+
+/* A stream is the log of one (tenant, actor).  MW_ENOENT when it does not
+ * exist and create is 0. */
+int mw_store_stream(mw_store *s, const char *tenant, const char *actor, int create, int64_t *id);
+int mw_store_tenant(mw_store *s, const char *tenant, int create);   /* 0, MW_ENOENT */
+
+typedef struct mw_append {
+  const char *kind;                  /* an id (mw_valid_id) */
+  const char *body;                  /* any JSON text; stored canonical */
+  size_t body_len;
+} mw_append;
+
+#define MW_ANY (-1)                  /* expect: append wherever the head is */
+
+/* Append n entries atomically.  expect is the cursor the caller believes is
+ * the stream's last (0 for an empty stream), or MW_ANY; a mismatch writes
+ * nothing and returns MW_ECONFLICT.  *last receives the new last cursor. */
+int mw_log_append(mw_store *s, int64_t stream, const mw_append *items, size_t n,
+                  int64_t expect, int64_t *last);
+
+typedef int (*mw_entry_cb)(void *ud, const mw_entry *e);   /* non-zero stops */
+int mw_log_read(mw_store *s, int64_t stream, int64_t from, int64_t limit,
+                mw_entry_cb cb, void *ud);
+int mw_log_head(mw_store *s, int64_t stream, int64_t *cursor, unsigned char hash[32]);
+int mw_log_entry_hash(mw_store *s, int64_t stream, int64_t cursor, unsigned char hash[32]);
+/* 0 when the whole chain holds; MW_EBROKEN with *bad the first bad cursor. */
+int mw_log_verify(mw_store *s, int64_t stream, int64_t *bad);
+
+/* Snapshots.  put fills id, hashes and created_at; is_head also moves the
+ * stream's head to it and prunes old snapshots, in one transaction. */
+int mw_snapshot_put(mw_store *s, int64_t stream, mw_snapshot *snap);
+int mw_snapshot_get(mw_store *s, int64_t stream, const char *id, mw_snapshot *out);
+void mw_snapshot_free(mw_snapshot *snap);
+int mw_snapshot_verify(mw_store *s, int64_t stream, const mw_snapshot *snap);  /* 0 or MW_ECORRUPT */
+int mw_snapshot_mark_unsafe(mw_store *s, const char *id);
+int mw_snapshot_head(mw_store *s, int64_t stream, char id[40]);  /* "" when none */
+typedef int (*mw_snapshot_cb)(void *ud, const mw_snapshot *snap);  /* state not loaded */
+/* Newest first (by cursor, then creation). */
+int mw_snapshot_list(mw_store *s, int64_t stream, mw_snapshot_cb cb, void *ud);
+
+/* Retention: heads kept besides the current one, and checkpoints kept. */
+void mw_store_retention(mw_store *s, int heads, int checkpoints);
+
+/* Tokens: 256 random bits, printed once, stored as SHA-256 only. */
+int mw_token_create(mw_store *s, const char *tenant, const char *role, char token[68]);
+int mw_token_revoke(mw_store *s, const char *token);     /* MW_ENOENT when unknown */
+int mw_token_lookup(mw_store *s, const char *token, char tenant[65], char role[16]);  /* MW_EAUTH */
+
+/* ---- Fold, replay and hydrate ------------------------------------------- */
+
+/* A fold is a Lua script (scripts/fold.lua by default) returning either a
+ * function `fold(state, entry) -> state` or a table {fold = f, initial = f}.
+ * It runs in its own Lua state with no clock, no randomness and no I/O, with
+ * pairs/next visiting keys in sorted order and a deterministic instruction
+ * budget per entry, so a replay gives the same bytes in any process. */
+typedef struct mw_fold mw_fold;
+
+typedef struct mw_fold_opts {
+  int64_t budget;          /* instructions per entry; 0 = default (10M) */
+  size_t mem_limit;        /* bytes for the fold's Lua state; 0 = 256 MiB */
+} mw_fold_opts;
+
+int mw_fold_open(const char *path, const mw_fold_opts *opts, mw_fold **out, char *err, size_t errlen);
+/* The same from a source text (name is used in error messages). */
+int mw_fold_open_source(const char *name, const char *src, size_t len, const mw_fold_opts *opts,
+                        mw_fold **out, char *err, size_t errlen);
+void mw_fold_close(mw_fold *f);
+const char *mw_fold_fingerprint(const mw_fold *f);   /* hex SHA-256 of the source */
+
+/* Fold entries from+1 .. to of a stream on top of `state` (canonical JSON at
+ * cursor `from`; NULL means the fold's initial state at cursor 0) and write
+ * the canonical result into out (out->len is reset first).  If ckpt_at is in
+ * (from, to], a checkpoint snapshot is saved at that cursor on the way (best
+ * effort: a failure to save it is not an error). */
+int mw_fold_replay(mw_fold *f, mw_store *s, int64_t stream, const char *state, size_t state_len,
+                   int64_t from, int64_t to, int64_t ckpt_at, struct mw_buf *out,
+                   int64_t *checkpoints_saved, char *err, size_t errlen);
+
+typedef struct mw_hydrate_opts {
+  const char *from_snapshot;   /* NULL: the head; "genesis"; or a snapshot id */
+  int64_t to;                  /* cursor to rebuild; -1 = the log's last */
+  int64_t ckpt_every;          /* checkpoint interval K; 0 = default 100; <0 = none */
+} mw_hydrate_opts;
+
+typedef struct mw_hydrated {
+  struct mw_buf *state;        /* caller's buffer, receives canonical state */
+  int64_t cursor;              /* the cursor the state is at */
+  char head_id[40];            /* the head snapshot that was loaded, "" if none */
+  char start_id[40];           /* the snapshot replay started from, "" = genesis */
+  int64_t head_cursor;         /* the head's cursor (0 if none) */
+  int64_t replayed;            /* entries folded on top of start */
+  int refolded;                /* the fold changed since the head was made */
+  int64_t checkpoints_failed;  /* checkpoints that failed verification, skipped */
+  int64_t checkpoints_saved;
+  char bad_id[40];             /* on MW_ECORRUPT: the snapshot that failed */
+  char last_safe_id[40];       /* on MW_ECORRUPT: newest earlier safe one, "" none */
+} mw_hydrated;
+
+/* hydrate: load the head (verified), start from the newest verified snapshot
+ * at or after it made by this fold, replay the tail.  A head that fails is
+ * marked unsafe and MW_ECORRUPT names it and the last safe snapshot; with
+ * from_snapshot the state is rebuilt from that snapshot or from genesis. */
+int mw_hydrate(mw_store *s, mw_fold *f, int64_t stream, const mw_hydrate_opts *opts,
+               mw_hydrated *out, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MW_H */

@@ -1,0 +1,312 @@
+/* cli.c -- the `mw` command line: init, token, log verify, replay (and the
+ * entry to serve).  Every command exits non-zero with a message on stderr on
+ * failure; nothing here writes anything it did not fully validate first. */
+#include "mw.h"
+#include "buf.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef MW_SCRIPTS_DIR
+#define MW_SCRIPTS_DIR "scripts"
+#endif
+
+typedef struct opts {
+  const char *home, *tenant, *actor, *role, *token, *listen;
+  int64_t to;
+  int json, help, have_to;
+  const char *rest[8];
+  int nrest;
+} opts;
+
+static int usage_error(const char *cmd, const char *msg) {
+  fprintf(stderr, "mw %s: %s\n(see mw %s --help)\n", cmd, msg, cmd);
+  return 2;
+}
+
+static int parse(const char *cmd, int argc, char **argv, opts *o) {
+  memset(o, 0, sizeof *o);
+  o->home = getenv("MW_HOME");
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char **slot = NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { o->help = 1; continue; }
+    if (!strcmp(a, "--json")) { o->json = 1; continue; }
+    if (!strcmp(a, "--home")) slot = &o->home;
+    else if (!strcmp(a, "--tenant")) slot = &o->tenant;
+    else if (!strcmp(a, "--actor")) slot = &o->actor;
+    else if (!strcmp(a, "--role")) slot = &o->role;
+    else if (!strcmp(a, "--token")) slot = &o->token;
+    else if (!strcmp(a, "--listen")) slot = &o->listen;
+    else if (!strcmp(a, "--to")) {
+      if (i + 1 >= argc) return usage_error(cmd, "--to needs a cursor");
+      char *end;
+      long long v = strtoll(argv[++i], &end, 10);
+      if (*end || v < 0 || end == argv[i]) return usage_error(cmd, "--to needs a cursor >= 0");
+      o->to = v;
+      o->have_to = 1;
+      continue;
+    } else if (a[0] == '-' && a[1] == '-') {
+      fprintf(stderr, "mw %s: unknown option %s\n", cmd, a);
+      return 2;
+    } else {
+      if (o->nrest >= 8) return usage_error(cmd, "too many arguments");
+      o->rest[o->nrest++] = a;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "mw %s: %s needs a value\n", cmd, a);
+      return 2;
+    }
+    *slot = argv[++i];
+  }
+  return 0;
+}
+
+static int need_home(const char *cmd, const opts *o) {
+  if (o->home && *o->home) return 0;
+  return usage_error(cmd, "no home: pass --home DIR or set MW_HOME");
+}
+
+/* Opens the home or says why not; 0 or exit status. */
+static int open_home(const char *cmd, const char *home, mw_store **s) {
+  char err[512];
+  int rc = mw_store_open(home, 0, s, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "mw %s: %s\n", cmd, err);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- init ----------------------------------------------------------------- */
+
+static const char INIT_HELP[] =
+  "usage: mw init --home DIR [--json]\n"
+  "Creates an MW home in DIR: its database, the tenant `default`, one agent and\n"
+  "one operator token (printed once; only their hashes are kept). On an existing\n"
+  "home it changes nothing, prints no token, and says so.\n"
+  "With --json prints {\"tenant\", \"agent_token\", \"operator_token\"}.\n";
+
+static int cmd_init(int argc, char **argv) {
+  opts o;
+  int rc = parse("init", argc, argv, &o);
+  if (rc) return rc;
+  if (o.help) return fputs(INIT_HELP, stdout), 0;
+  if ((rc = need_home("init", &o))) return rc;
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/mw.db", o.home);
+  if (stat(path, &st) == 0) {
+    mw_store *s;
+    if (open_home("init", o.home, &s)) return 1;   /* refuses a non-MW mw.db too */
+    mw_store_close(s);
+    if (o.json) printf("{\"exists\":true,\"home\":\"%s\"}\n", o.home);
+    else printf("%s is already an MW home: nothing changed, no token printed\n", o.home);
+    return 0;
+  }
+  if (stat(o.home, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "mw init: %s exists and is not a directory\n", o.home);
+    return 1;
+  }
+  mw_store *s;
+  char err[512], agent[68], oper[68];
+  rc = mw_store_open(o.home, MW_STORE_CREATE, &s, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "mw init: %s\n", err);
+    return 1;
+  }
+  /* One transaction: a home is created with its tokens or not at all. */
+  rc = mw_store_begin(s);
+  if (!rc) rc = mw_token_create(s, "default", "agent", agent);
+  if (!rc) rc = mw_token_create(s, "default", "operator", oper);
+  if (!rc) rc = mw_store_commit(s);
+  if (rc) {
+    fprintf(stderr, "mw init: %s\n", mw_store_errmsg(s));
+    mw_store_rollback(s);
+    mw_store_close(s);
+    return 1;
+  }
+  mw_store_close(s);
+  if (o.json) {
+    printf("{\"agent_token\":\"%s\",\"operator_token\":\"%s\",\"tenant\":\"default\"}\n", agent, oper);
+  } else {
+    printf("created MW home %s\n"
+           "tenant:         default\n"
+           "agent token:    %s\n"
+           "operator token: %s\n"
+           "(tokens are printed only now; only their hashes are kept)\n",
+           o.home, agent, oper);
+  }
+  return 0;
+}
+
+/* ---- token ---------------------------------------------------------------- */
+
+static const char TOKEN_HELP[] =
+  "usage: mw token create --home DIR --tenant T --role agent|operator [--json]\n"
+  "       mw token revoke --home DIR --token TOKEN\n"
+  "create makes the tenant if it is new and prints a new token once (with\n"
+  "--json: {\"tenant\", \"role\", \"token\"}). revoke takes effect at once, also\n"
+  "for a server running on the same home.\n";
+
+static int cmd_token(int argc, char **argv) {
+  opts o;
+  int rc = parse("token", argc, argv, &o);
+  if (rc) return rc;
+  if (o.help || o.nrest == 0) return fputs(TOKEN_HELP, o.help ? stdout : stderr), o.help ? 0 : 2;
+  if ((rc = need_home("token", &o))) return rc;
+  mw_store *s;
+  if (!strcmp(o.rest[0], "create")) {
+    if (!o.tenant) return usage_error("token", "create needs --tenant T");
+    if (!o.role) return usage_error("token", "create needs --role agent|operator");
+    if (!mw_valid_id(o.tenant)) return usage_error("token", "tenant must be 1-64 of A-Z a-z 0-9 _ . -");
+    if (strcmp(o.role, "agent") && strcmp(o.role, "operator"))
+      return usage_error("token", "role must be agent or operator");
+    if (open_home("token", o.home, &s)) return 1;
+    char tok[68];
+    rc = mw_token_create(s, o.tenant, o.role, tok);
+    if (rc) fprintf(stderr, "mw token: %s\n", mw_store_errmsg(s));
+    mw_store_close(s);
+    if (rc) return 1;
+    if (o.json) printf("{\"role\":\"%s\",\"tenant\":\"%s\",\"token\":\"%s\"}\n", o.role, o.tenant, tok);
+    else printf("%s\n", tok);
+    return 0;
+  }
+  if (!strcmp(o.rest[0], "revoke")) {
+    if (!o.token) return usage_error("token", "revoke needs --token TOKEN");
+    if (open_home("token", o.home, &s)) return 1;
+    rc = mw_token_revoke(s, o.token);
+    if (rc) fprintf(stderr, "mw token: %s\n", mw_store_errmsg(s));
+    mw_store_close(s);
+    if (rc) return 1;
+    if (o.json) printf("{\"revoked\":true}\n");
+    else printf("revoked\n");
+    return 0;
+  }
+  return usage_error("token", "the subcommands are create and revoke");
+}
+
+/* ---- log verify ------------------------------------------------------------ */
+
+static const char LOG_HELP[] =
+  "usage: mw log verify --home DIR --tenant T --actor A\n"
+  "Checks the hash chain of one actor's log: exit 0 when it holds, else exit 1\n"
+  "naming the first bad cursor. A home with a chain key (an HMAC chain) needs\n"
+  "MW_CHAIN_KEY_FILE set to that key.\n";
+
+static int open_stream(const char *cmd, const opts *o, mw_store **s, int64_t *stream) {
+  if (!o->tenant) return usage_error(cmd, "needs --tenant T");
+  if (!o->actor) return usage_error(cmd, "needs --actor A");
+  if (!mw_valid_id(o->tenant)) return usage_error(cmd, "tenant must be 1-64 of A-Z a-z 0-9 _ . -");
+  if (!mw_valid_id(o->actor)) return usage_error(cmd, "actor must be 1-64 of A-Z a-z 0-9 _ . -");
+  if (open_home(cmd, o->home, s)) return 1;
+  int rc = mw_store_stream(*s, o->tenant, o->actor, 0, stream);
+  if (rc) {
+    fprintf(stderr, "mw %s: %s (tenant %s)\n", cmd, mw_store_errmsg(*s), o->tenant);
+    mw_store_close(*s);
+    return 1;
+  }
+  return 0;
+}
+
+static int cmd_log(int argc, char **argv) {
+  opts o;
+  int rc = parse("log", argc, argv, &o);
+  if (rc) return rc;
+  if (o.help || o.nrest == 0) return fputs(LOG_HELP, o.help ? stdout : stderr), o.help ? 0 : 2;
+  if (strcmp(o.rest[0], "verify")) return usage_error("log", "the subcommand is verify");
+  if ((rc = need_home("log", &o))) return rc;
+  mw_store *s;
+  int64_t stream, bad = 0, last = 0;
+  if ((rc = open_stream("log", &o, &s, &stream))) return rc;
+  rc = mw_log_verify(s, stream, &bad);
+  if (rc == 0) {
+    mw_log_head(s, stream, &last, NULL);
+    printf("ok: %s/%s chain holds through cursor %lld\n", o.tenant, o.actor, (long long)last);
+  } else if (rc == MW_EBROKEN) {
+    printf("broken: first bad cursor %lld\n", (long long)bad);
+    fprintf(stderr, "mw log verify: %s\n", mw_store_errmsg(s));
+  } else {
+    fprintf(stderr, "mw log verify: %s\n", mw_store_errmsg(s));
+  }
+  mw_store_close(s);
+  return rc ? 1 : 0;
+}
+
+/* ---- replay ---------------------------------------------------------------- */
+
+static const char REPLAY_HELP[] =
+  "usage: mw replay --home DIR --tenant T --actor A --to N\n"
+  "Prints the actor's state at cursor N, folded by the current fold, as\n"
+  "canonical JSON on stdout: the same bytes every time for the same N and fold.\n";
+
+int mw__cli_fold_path(const char *home, char *out, size_t n) {
+  struct stat st;
+  snprintf(out, n, "%s/scripts/fold.lua", home);
+  if (stat(out, &st) == 0) return 0;
+  const char *dir = getenv("MW_SCRIPTS");
+  snprintf(out, n, "%s/fold.lua", dir && *dir ? dir : MW_SCRIPTS_DIR);
+  return 0;
+}
+
+static int cmd_replay(int argc, char **argv) {
+  opts o;
+  int rc = parse("replay", argc, argv, &o);
+  if (rc) return rc;
+  if (o.help) return fputs(REPLAY_HELP, stdout), 0;
+  if ((rc = need_home("replay", &o))) return rc;
+  if (!o.have_to) return usage_error("replay", "needs --to N");
+  mw_store *s;
+  int64_t stream;
+  if ((rc = open_stream("replay", &o, &s, &stream))) return rc;
+  char path[4200], err[1024];
+  mw__cli_fold_path(o.home, path, sizeof path);
+  mw_fold *f;
+  rc = mw_fold_open(path, NULL, &f, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "mw replay: %s\n", err);
+    mw_store_close(s);
+    return 1;
+  }
+  mw_buf b = {0};
+  mw_hydrated h = {.state = &b};
+  mw_hydrate_opts ho = {NULL, o.to, 0};
+  rc = mw_hydrate(s, f, stream, &ho, &h, err, sizeof err);
+  if (rc) fprintf(stderr, "mw replay: %s\n", err);
+  else printf("%.*s\n", (int)b.len, b.p);
+  mw__buf_free(&b);
+  mw_fold_close(f);
+  mw_store_close(s);
+  return rc ? 1 : 0;
+}
+
+/* ---- dispatch -------------------------------------------------------------- */
+
+static const char MAIN_HELP[] =
+  "usage: mw COMMAND [options]\n"
+  "MW gives AI agents continuity: a hash-chained log per actor, snapshots, and\n"
+  "wake -> run -> sleep over HTTP.\n\n"
+  "commands:\n"
+  "  init          create a home (tenant `default`, one agent and one operator token)\n"
+  "  token         create or revoke tokens\n"
+  "  log verify    check an actor's hash chain\n"
+  "  replay        print an actor's state at a cursor\n\n"
+  "MW_HOME stands in for --home. `mw COMMAND --help` says more.\n";
+
+int mw__cli_main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    fputs(MAIN_HELP, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "init")) return cmd_init(argc - 2, argv + 2);
+  if (!strcmp(cmd, "token")) return cmd_token(argc - 2, argv + 2);
+  if (!strcmp(cmd, "log")) return cmd_log(argc - 2, argv + 2);
+  if (!strcmp(cmd, "replay")) return cmd_replay(argc - 2, argv + 2);
+  fprintf(stderr, "mw: unknown command %s (see mw --help)\n", cmd);
+  return 2;
+}

@@ -1,0 +1,10 @@
+/* cli.h -- the command line's entry points, shared by main.c and the host. */
+#ifndef MW_CLI_H
+#define MW_CLI_H
+#include <stddef.h>
+
+int mw__cli_main(int argc, char **argv);
+/* Where the fold script of a home is: HOME/scripts/fold.lua if present, else
+ * $MW_SCRIPTS/fold.lua, else the installed scripts directory. */
+int mw__cli_fold_path(const char *home, char *out, size_t n);
+#endif
