@@ -5,22 +5,25 @@ PREFIX   ?= /usr/local
 BUILD    ?= build
 LUA      ?= lua5.4
 BUSTED   ?= /usr/bin/busted
-PKGS     := lua5.4 sqlite3 libcrypto
+PKGS     := lua5.4 sqlite3 libcrypto libuv
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
-PKG_LIBS   := $(shell pkg-config --libs sqlite3 libcrypto)
+PKG_LIBS   := $(shell pkg-config --libs sqlite3 libcrypto libuv) -lhttp_parser -lpthread
 LUA_LIBS   := $(shell pkg-config --libs lua5.4)
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -fPIC -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
-            -Iinclude -Iruntime $(PKG_CFLAGS) -DMW_SCRIPTS_DIR='"$(SCRIPTS_DIR)"'
+            -Iinclude -Iruntime $(PKG_CFLAGS) -DMW_SCRIPTS_DIR='"$(SCRIPTS_DIR)"' -DMW_SKILLS_DIR='"$(SKILLS_DIR)"'
 LDLIBS   += $(PKG_LIBS) -lm
 SCRIPTS_DIR ?= $(CURDIR)/scripts
+SKILLS_DIR  ?= $(CURDIR)/skills
 
 # The core: storage (no Lua, no libuv) and the Lua-facing engine pieces.
-CORE_SRC := runtime/buf.c runtime/errors.c runtime/chain.c runtime/json.c runtime/store.c
-LUA_SRC  := runtime/ljson.c runtime/fold.c runtime/hydrate.c runtime/lmw.c
-HOST_SRC := runtime/cli.c runtime/main.c
+CORE_SRC := runtime/buf.c runtime/errors.c runtime/chain.c runtime/json.c runtime/store.c \
+            runtime/sessions.c runtime/jfield.c runtime/map.c
+LUA_SRC  := runtime/ljson.c runtime/fold.c runtime/hydrate.c runtime/lmw.c runtime/tenant.c \
+            runtime/engine.c runtime/http.c
+HOST_SRC := runtime/cli.c runtime/server.c runtime/main.c
 
 OBJ      := $(BUILD)/obj
 CORE_OBJ := $(CORE_SRC:runtime/%.c=$(OBJ)/%.o)

@@ -104,6 +104,13 @@ int mw_store_begin(mw_store *s);
 int mw_store_commit(mw_store *s);     /* MW_EUNAVAIL when COMMIT (or its fsync) fails */
 void mw_store_rollback(mw_store *s);
 
+/* Group commit plumbing: a per-job SAVEPOINT inside the open transaction,
+ * released (ok) or rolled back; and how long a write waits for a lock. */
+int mw_store_savepoint(mw_store *s);
+int mw_store_release(mw_store *s, int ok);
+int mw_store_in_tx(mw_store *s);
+void mw_store_busy_timeout(mw_store *s, int ms);
+
 /* 1-64 bytes of A-Z a-z 0-9 _ . -, and not "." or "..". */
 int mw_valid_id(const char *s);
 
@@ -145,6 +152,9 @@ int mw_snapshot_head(mw_store *s, int64_t stream, char id[40]);  /* "" when none
 typedef int (*mw_snapshot_cb)(void *ud, const mw_snapshot *snap);  /* state not loaded */
 /* Newest first (by cursor, then creation). */
 int mw_snapshot_list(mw_store *s, int64_t stream, mw_snapshot_cb cb, void *ud);
+
+/* The newest safe snapshot's cursor made by `fold`, or -1. */
+int mw_snapshot_newest(mw_store *s, int64_t stream, const char *fold, int64_t *cursor);
 
 /* Retention: heads kept besides the current one, and checkpoints kept. */
 void mw_store_retention(mw_store *s, int heads, int checkpoints);
@@ -188,6 +198,8 @@ typedef struct mw_hydrate_opts {
   const char *from_snapshot;   /* NULL: the head; "genesis"; or a snapshot id */
   int64_t to;                  /* cursor to rebuild; -1 = the log's last */
   int64_t ckpt_every;          /* checkpoint interval K; 0 = default 100; <0 = none */
+  int no_write;                /* write nothing: report unsafe snapshots in `unsafe` instead
+                                  of marking them, save no checkpoint (for read connections) */
 } mw_hydrate_opts;
 
 typedef struct mw_hydrated {
@@ -202,6 +214,8 @@ typedef struct mw_hydrated {
   int64_t checkpoints_saved;
   char bad_id[40];             /* on MW_ECORRUPT: the snapshot that failed */
   char last_safe_id[40];       /* on MW_ECORRUPT: newest earlier safe one, "" none */
+  char unsafe[4][40];          /* with no_write: snapshots found bad, to be marked unsafe */
+  int n_unsafe;
 } mw_hydrated;
 
 /* hydrate: load the head (verified), start from the newest verified snapshot
@@ -210,6 +224,76 @@ typedef struct mw_hydrated {
  * from_snapshot the state is rebuilt from that snapshot or from genesis. */
 int mw_hydrate(mw_store *s, mw_fold *f, int64_t stream, const mw_hydrate_opts *opts,
                mw_hydrated *out, char *err, size_t errlen);
+
+/* ---- Engine: the lifecycle (wake -> run -> sleep) ------------------------
+ * The engine runs on one libuv loop (its own, or the embedder's).  Each call
+ * takes the request exactly as the HTTP API does -- JSON bytes plus the
+ * caller's tenant and role, which come from the token, never the payload --
+ * and answers through a callback, on the loop thread, with the HTTP status
+ * and the JSON body (the result, or {"error": {...}}).  The callback may fire
+ * before the call returns.  Writes are group-committed: the callback of a
+ * call that wrote fires only once its writes are durable. */
+typedef struct mw_engine mw_engine;
+
+typedef struct mw_engine_opts {
+  const char *home;
+  const char *scripts_dir;     /* NULL: the installed scripts */
+  const char *skills_dir;      /* NULL: the installed skills */
+  void *loop;                  /* a uv_loop_t *, or NULL for an engine-owned loop */
+  int64_t session_ttl_ms;      /* default 30 min */
+  int64_t checkpoint_every;    /* K, default 100 */
+  int64_t skill_budget;        /* instructions per skill call, default 50M */
+  int64_t skill_time_ms;       /* wall clock per skill call, default 2000 */
+  size_t tenant_mem_limit;     /* bytes per tenant Lua state, default 64 MiB */
+} mw_engine_opts;
+
+int mw_engine_open(const mw_engine_opts *o, mw_engine **out, char *err, size_t errlen);
+/* Closes the stores and frees everything; call once no call is in flight
+ * (mw_engine_idle).  NULL is fine. */
+void mw_engine_close(mw_engine *e);
+int mw_engine_idle(const mw_engine *e);
+/* Stops the engine's timers so that its loop can end (before close). */
+void mw_engine_stop(mw_engine *e);
+
+typedef struct mw_call {
+  const char *tenant;          /* from the token */
+  const char *role;            /* "agent" or "operator" */
+  const char *actor;           /* for /v1/actors/{actor_id}/... calls, else NULL */
+  const char *body;            /* request JSON (may be NULL for GETs) */
+  size_t body_len;
+  const char *query;           /* URL query for GETs, "" or NULL otherwise */
+  uint64_t t0_ns;              /* when the request arrived (0: now) */
+} mw_call;
+
+typedef struct mw_reply {
+  int status;                  /* HTTP status */
+  const char *body;            /* JSON */
+  size_t body_len;
+} mw_reply;
+
+typedef void (*mw_reply_cb)(void *ud, const mw_reply *r);
+typedef int (*mw_call_fn)(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+
+/* The lifecycle: wake (bootstrap + hydrate + compose), run
+ * (run_with_continuity + commit), sleep (handover); load is the operator's
+ * wake.  Each returns 0 when the call was taken (the callback will fire). */
+int mw_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+int mw_load(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+int mw_sleep(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+/* The deeper API (operator). */
+int mw_actor_log(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+int mw_actor_snapshots(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+int mw_actor_replay(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+int mw_actor_direction(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+int mw_status(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+
+/* For embedders without a loop of their own: makes the call and runs the
+ * engine's loop until it answers.  *body is malloc'd (free it). */
+int mw_call_sync(mw_engine *e, mw_call_fn fn, const mw_call *c, int *status, char **body, size_t *len);
+
+/* Prometheus text for /metrics (host-wide, no tenant labels); appended to out. */
+int mw_engine_metrics(mw_engine *e, struct mw_buf *out);
 
 #ifdef __cplusplus
 }

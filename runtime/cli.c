@@ -274,7 +274,7 @@ static int cmd_replay(int argc, char **argv) {
   }
   mw_buf b = {0};
   mw_hydrated h = {.state = &b};
-  mw_hydrate_opts ho = {NULL, o.to, 0};
+  mw_hydrate_opts ho = {NULL, o.to, 0, 0};
   rc = mw_hydrate(s, f, stream, &ho, &h, err, sizeof err);
   if (rc) fprintf(stderr, "mw replay: %s\n", err);
   else printf("%.*s\n", (int)b.len, b.p);
@@ -292,6 +292,7 @@ static const char MAIN_HELP[] =
   "wake -> run -> sleep over HTTP.\n\n"
   "commands:\n"
   "  init          create a home (tenant `default`, one agent and one operator token)\n"
+  "  serve         run the host (HTTP API)\n"
   "  token         create or revoke tokens\n"
   "  log verify    check an actor's hash chain\n"
   "  replay        print an actor's state at a cursor\n\n"
@@ -307,6 +308,7 @@ int mw__cli_main(int argc, char **argv) {
   if (!strcmp(cmd, "token")) return cmd_token(argc - 2, argv + 2);
   if (!strcmp(cmd, "log")) return cmd_log(argc - 2, argv + 2);
   if (!strcmp(cmd, "replay")) return cmd_replay(argc - 2, argv + 2);
+  if (!strcmp(cmd, "serve")) return mw__serve_main(argc - 2, argv + 2);
   fprintf(stderr, "mw: unknown command %s (see mw --help)\n", cmd);
   return 2;
 }

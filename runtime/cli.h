@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 int mw__cli_main(int argc, char **argv);
+int mw__serve_main(int argc, char **argv);   /* server.c */
 /* Where the fold script of a home is: HOME/scripts/fold.lua if present, else
  * $MW_SCRIPTS/fold.lua, else the installed scripts directory. */
 int mw__cli_fold_path(const char *home, char *out, size_t n);

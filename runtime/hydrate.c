@@ -21,7 +21,18 @@ typedef struct pick {
   mw_snapshot found;     /* loaded, with state, when picked */
   int picked;
   int64_t failed;        /* candidates that failed verification */
+  mw_hydrated *out;      /* with no_write: where bad ids are reported */
 } pick;
+
+/* A snapshot failed verification: mark it unsafe, or, on a read-only pass,
+ * report it so that the caller marks it through its own writer. */
+static void condemn(mw_store *s, mw_hydrated *out, const char *id) {
+  if (!out) {
+    mw_snapshot_mark_unsafe(s, id);
+    return;
+  }
+  if (out->n_unsafe < 4) snprintf(out->unsafe[out->n_unsafe++], 40, "%s", id);
+}
 
 /* Snapshot list callback (newest first): the first candidate that loads and
  * verifies wins; one that fails is marked unsafe and skipped. */
@@ -39,7 +50,7 @@ static int try_candidate(void *ud, const mw_snapshot *c) {
     return 1;
   }
   mw_snapshot_free(&full);
-  mw_snapshot_mark_unsafe(p->s, c->id);
+  condemn(p->s, p->out, c->id);
   p->failed++;
   return 0;
 }
@@ -70,7 +81,8 @@ int mw_hydrate(mw_store *s, mw_fold *f, int64_t stream, const mw_hydrate_opts *o
     return MW_EINVAL;
   }
   const char *fp = mw_fold_fingerprint(f);
-  pick p = {.s = s, .stream = stream, .fold = fp, .max_cursor = to};
+  mw_hydrated *report = opts && opts->no_write ? out : NULL;
+  pick p = {.s = s, .stream = stream, .fold = fp, .max_cursor = to, .out = report};
   mw_snapshot start = {0};
   int have_start = 0;
 
@@ -84,7 +96,7 @@ int mw_hydrate(mw_store *s, mw_fold *f, int64_t stream, const mw_hydrate_opts *o
     }
     if (start.cursor > to || (rc = mw_snapshot_verify(s, stream, &start))) {
       snprintf(out->bad_id, sizeof out->bad_id, "%s", start.id);
-      if (rc == MW_ECORRUPT) mw_snapshot_mark_unsafe(s, start.id);
+      if (rc == MW_ECORRUPT) condemn(s, report, start.id);
       snprintf(err, errlen, "%s", rc ? mw_store_errmsg(s) : "snapshot is past the requested cursor");
       mw_snapshot_free(&start);
       return rc ? rc : MW_EINVAL;
@@ -110,10 +122,11 @@ int mw_hydrate(mw_store *s, mw_fold *f, int64_t stream, const mw_hydrate_opts *o
         char why[300];
         snprintf(why, sizeof why, "%s", h.safe ? mw_store_errmsg(s) : "head snapshot is marked unsafe");
         if (rc == MW_ENOENT) snprintf(why, sizeof why, "head snapshot %s is missing", head);
-        if (rc == MW_ECORRUPT) mw_snapshot_mark_unsafe(s, head);
+        if (rc == MW_ECORRUPT && h.safe) condemn(s, report, head);
         mw_snapshot_free(&h);
         snprintf(out->bad_id, sizeof out->bad_id, "%s", head);
-        pick safe = {.s = s, .stream = stream, .max_cursor = last, .skip = head, .any_fold = 1};
+        pick safe = {.s = s, .stream = stream, .max_cursor = last, .skip = head, .any_fold = 1,
+                     .out = report};
         find(&safe);
         if (safe.picked) {
           snprintf(out->last_safe_id, sizeof out->last_safe_id, "%s", safe.found.id);
@@ -153,7 +166,7 @@ int mw_hydrate(mw_store *s, mw_fold *f, int64_t stream, const mw_hydrate_opts *o
   if (have_start) snprintf(out->start_id, sizeof out->start_id, "%s", start.id);
   /* One checkpoint at the last multiple of K passed, so the next wake
    * replays at most K entries, without a write per K on a long replay. */
-  int64_t ckpt_at = k > 0 && to - from_cursor >= k ? to / k * k : 0;
+  int64_t ckpt_at = !report && k > 0 && to - from_cursor >= k ? to / k * k : 0;
   rc = mw_fold_replay(f, s, stream, have_start ? start.state : NULL, have_start ? start.state_len : 0,
                       from_cursor, to, ckpt_at, state, &out->checkpoints_saved, err, errlen);
   mw_snapshot_free(&start);

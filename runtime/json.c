@@ -3,6 +3,7 @@
  * object's members in place when the object closes. */
 #include "json.h"
 #include "mw.h"
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -204,6 +205,66 @@ static int to_double(parser *p, size_t st, size_t ie, size_t fe, size_t end, dou
   return 0;
 }
 
+/* Appends the ECMAScript Number::toString layout of (-)0.dig x 10^e, dig
+ * being k > 0 significant digits without trailing zeros. */
+static int es_format(mw_buf *out, int neg, const char *dig, int k, int e) {
+  char r[40];
+  int m = 0;
+  if (neg) r[m++] = '-';
+  if (k <= e && e <= 21) {
+    memcpy(r + m, dig, k), m += k;
+    memset(r + m, '0', e - k), m += e - k;
+  } else if (0 < e && e <= 21) {
+    memcpy(r + m, dig, e), m += e;
+    r[m++] = '.';
+    memcpy(r + m, dig + e, k - e), m += k - e;
+  } else if (-6 < e && e <= 0) {
+    r[m++] = '0', r[m++] = '.';
+    memset(r + m, '0', -e), m += -e;
+    memcpy(r + m, dig, k), m += k;
+  } else {
+    int x = e > 0 ? e - 1 : 1 - e;
+    r[m++] = dig[0];
+    if (k > 1) {
+      r[m++] = '.';
+      memcpy(r + m, dig + 1, k - 1), m += k - 1;
+    }
+    r[m++] = 'e', r[m++] = e > 0 ? '+' : '-';
+    if (x >= 100) r[m++] = (char)('0' + x / 100);
+    if (x >= 10) r[m++] = (char)('0' + x / 10 % 10);
+    r[m++] = (char)('0' + x % 10);
+  }
+  return mw__buf_add(out, r, m);
+}
+
+/* A literal of at most 15 significant digits, well inside the normal range,
+ * is its own shortest round-trip form (DBL_DIG): only the layout changes, and
+ * neither strtod nor the digit search is needed.  Returns 1 if it does not
+ * apply.  Positions as for to_double. */
+static int short_decimal(parser *p, size_t st, size_t ie, size_t fe, size_t end) {
+  const unsigned char *s = p->s;
+  size_t d0 = st + (s[st] == '-');
+  char seq[40];
+  int len = 0, f, l;
+  long e = 0;
+  if (fe - d0 > sizeof seq) return 1;
+  for (size_t i = d0; i < fe; i++)
+    if (s[i] != '.') seq[len++] = (char)s[i];
+  for (f = 0; f < len && seq[f] == '0'; f++) continue;
+  if (f == len) return put(p->out, '0'); /* any zero, -0.0e7 too */
+  for (l = len - 1; seq[l] == '0'; l--) continue;
+  if (l - f >= 15) return 1;
+  if (fe < end) {
+    size_t i = fe + 1 + (s[fe + 1] == '+' || s[fe + 1] == '-');
+    for (; i < end; i++)
+      if (e < 100000) e = e * 10 + (s[i] - '0');
+    if (s[fe + 1] == '-') e = -e;
+  }
+  e += (long)(ie - d0) - f;
+  if (e <= -300 || e > 300) return 1;
+  return es_format(p->out, s[st] == '-', seq + f, l - f + 1, (int)e);
+}
+
 static int number(parser *p) {
   const unsigned char *s = p->s;
   size_t n = p->n, st = p->i, i = st, ie, fe;
@@ -229,6 +290,7 @@ static int number(parser *p) {
     if (i - st == 2 && s[st] == '-' && s[st + 1] == '0') return put(p->out, '0');
     return mw__buf_add(p->out, s + st, i - st);
   }
+  if ((rc = short_decimal(p, st, ie, fe, i)) != 1) return rc;
   if ((rc = to_double(p, st, ie, fe, i, &d))) return rc;
   if (isinf(d)) return fail(p, "number out of range at byte %zu", st);
   return mw__json_double(p->out, d);
@@ -439,41 +501,24 @@ fail:
 }
 
 int mw__json_double(mw_buf *out, double d) {
-  char t[40], r[40], dig[20];
-  int prec, k = 0, m = 0, e;
+  char t[40], dig[20];
+  int prec, k = 0;
   const char *q = t;
   if (!isfinite(d)) return MW_EJSON;
   if (d == 0) return mw__buf_add(out, "0", 1); /* also -0 */
-  for (prec = 1;; prec++) { /* 17 significant digits always round-trip */
+  /* 17 significant digits always round-trip.  For a normal double, if 15 do,
+   * the shortest form is those 15 less trailing zeros (DBL_DIG), so the
+   * search can start there; subnormals have fewer digits to spare. */
+  for (prec = fabs(d) >= DBL_MIN ? 15 : 1;; prec++) {
     snprintf(t, sizeof t, "%.*e", prec - 1, d);
     if (prec == 17 || strtod(t, NULL) == d) break;
   }
   /* t is [-]d[<locale point>ddd]e(+|-)xx; take the digits whatever the point */
-  if (*q == '-') r[m++] = *q++;
+  q += *q == '-';
   for (; *q != 'e'; q++)
     if (isdigit_((unsigned char)*q)) dig[k++] = *q;
   while (k > 1 && dig[k - 1] == '0') k--;
-  e = atoi(q + 1) + 1; /* value = 0.dig x 10^e, ECMAScript's n */
-  if (k <= e && e <= 21) {
-    memcpy(r + m, dig, k), m += k;
-    memset(r + m, '0', e - k), m += e - k;
-  } else if (0 < e && e <= 21) {
-    memcpy(r + m, dig, e), m += e;
-    r[m++] = '.';
-    memcpy(r + m, dig + e, k - e), m += k - e;
-  } else if (-6 < e && e <= 0) {
-    r[m++] = '0', r[m++] = '.';
-    memset(r + m, '0', -e), m += -e;
-    memcpy(r + m, dig, k), m += k;
-  } else {
-    r[m++] = dig[0];
-    if (k > 1) {
-      r[m++] = '.';
-      memcpy(r + m, dig + 1, k - 1), m += k - 1;
-    }
-    m += snprintf(r + m, sizeof r - m, "e%c%d", e > 0 ? '+' : '-', abs(e - 1));
-  }
-  return mw__buf_add(out, r, m);
+  return es_format(out, d < 0, dig, k, atoi(q + 1) + 1);
 }
 
 /* The UTF-16 order of the code point at s, as one integer: UTF-8 bytes sort

@@ -335,14 +335,18 @@ typedef struct enc {
   size_t errlen;
 } enc;
 
-static void app(enc *e, size_t *w, const char *fmt, ...) {
+/* Appends to buf[0..lim); *w passes lim - 1 once something did not fit. */
+static void app(char *buf, size_t lim, size_t *w, const char *fmt, ...) {
   va_list ap;
   int r;
-  if (*w + 1 >= e->errlen) return;
+  if (*w + 1 >= lim) {
+    *w = lim;
+    return;
+  }
   va_start(ap, fmt);
-  r = vsnprintf(e->err + *w, e->errlen - *w, fmt, ap);
+  r = vsnprintf(buf + *w, lim - *w, fmt, ap);
   va_end(ap);
-  if (r > 0) *w = *w + (size_t)r < e->errlen ? *w + (size_t)r : e->errlen - 1;
+  if (r > 0) *w += (size_t)r;
 }
 
 static int ident(const char *s, size_t n) {
@@ -354,26 +358,30 @@ static int ident(const char *s, size_t n) {
   return 1;
 }
 
-/* "$.a[2].b: <what>", the path being the first `depth` steps (0-based
- * indices, as in the JSON written). */
+/* "$.a[2].b: <why>", the path being the first `depth` steps (0-based
+ * indices, as in the JSON written); a path too long for err loses its tail to
+ * "..." rather than the reason losing its place. */
 static int efail(enc *e, int depth, const char *fmt, ...) {
-  size_t w = 0;
+  char why[96];
+  size_t w = 0, lim;
   va_list ap;
   if (!e->err || !e->errlen) return MW_EJSON;
-  e->err[0] = '\0';
-  app(e, &w, "$");
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  lim = e->errlen > strlen(why) + 3 ? e->errlen - strlen(why) - 2 : 1;
+  app(e->err, lim, &w, "$");
   for (int i = 0; i < depth; i++) {
     int kn = (int)(e->path[i].kn < 40 ? e->path[i].kn : 40);
-    if (!e->path[i].k) app(e, &w, "[%lld]", (long long)e->path[i].i - 1);
-    else if (ident(e->path[i].k, e->path[i].kn)) app(e, &w, ".%.*s", kn, e->path[i].k);
-    else app(e, &w, "[\"%.*s\"]", kn, e->path[i].k);
+    if (!e->path[i].k) app(e->err, lim, &w, "[%lld]", (long long)e->path[i].i - 1);
+    else if (ident(e->path[i].k, e->path[i].kn)) app(e->err, lim, &w, ".%.*s", kn, e->path[i].k);
+    else app(e->err, lim, &w, "[\"%.*s\"]", kn, e->path[i].k);
   }
-  app(e, &w, ": ");
-  if (w + 1 < e->errlen) {
-    va_start(ap, fmt);
-    vsnprintf(e->err + w, e->errlen - w, fmt, ap);
-    va_end(ap);
+  if (w >= lim) {
+    w = lim - 1;
+    if (w >= 3) memcpy(e->err + w - 3, "...", 3);
   }
+  snprintf(e->err + w, e->errlen - w, ": %s", why);
   return MW_EJSON;
 }
 

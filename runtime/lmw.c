@@ -421,7 +421,7 @@ static int log_hydrate(lua_State *L) {
   llog *g;
   mw_store *s = tolog(L, 1, &g);
   mw_fold *f = tofold(L, 2);
-  mw_hydrate_opts o = {NULL, -1, 0};
+  mw_hydrate_opts o = {NULL, -1, 0, 0};
   if (lua_istable(L, 3)) {
     lua_getfield(L, 3, "from_snapshot");
     o.from_snapshot = luaL_optstring(L, -1, NULL);
@@ -484,7 +484,7 @@ static int log_snapshot(lua_State *L) {
     lua_pop(L, 1);
   }
   mw_hydrated h = {.state = &b};
-  mw_hydrate_opts o = {NULL, -1, -1};
+  mw_hydrate_opts o = {NULL, -1, -1, 0};
   rc = mw_hydrate(s, f, g->stream, &o, &h, err, sizeof err);
   if (rc) {
     mw__buf_free(&b);
@@ -600,5 +600,16 @@ int luaopen_mw(lua_State *L) {
   lua_setfield(L, -2, "null");
   lua_pushliteral(L, "0.1.0");
   lua_setfield(L, -2, "version");
+  return 1;
+}
+
+/* [-0, +1] Pushes a fresh `json` table (encode, decode, canonical, array,
+ * object, null) for sandboxes that must not see the rest of the module. */
+int mw__lua_open_json(lua_State *L) {
+  mw__ljson_init(L);
+  lua_newtable(L);
+  luaL_setfuncs(L, json_funcs, 0);
+  lua_pushlightuserdata(L, NULL);
+  lua_setfield(L, -2, "null");
   return 1;
 }

@@ -76,7 +76,13 @@ static const char SCHEMA[] =
   " cursor INTEGER NOT NULL, state TEXT NOT NULL, state_hash BLOB NOT NULL,"
   " entry_hash BLOB NOT NULL, fold TEXT NOT NULL, created_at INTEGER NOT NULL,"
   " safe INTEGER NOT NULL, is_head INTEGER NOT NULL);"
-  "CREATE INDEX IF NOT EXISTS snapshots_by_stream ON snapshots(stream, cursor);";
+  "CREATE INDEX IF NOT EXISTS snapshots_by_stream ON snapshots(stream, cursor);"
+  "CREATE TABLE IF NOT EXISTS sessions(id TEXT PRIMARY KEY, tenant TEXT NOT NULL,"
+  " actor TEXT NOT NULL, profile TEXT NOT NULL, trigger TEXT NOT NULL, wake_token BLOB NOT NULL,"
+  " opened_at INTEGER NOT NULL, last_seen INTEGER NOT NULL, closed_at INTEGER,"
+  " close_reason TEXT, prior TEXT, committed INTEGER NOT NULL DEFAULT 0, context_hint TEXT,"
+  " navigated TEXT);"
+  "CREATE INDEX IF NOT EXISTS sessions_by_actor ON sessions(tenant, actor, opened_at);";
 
 struct mw_store {
   sqlite3 *db;
@@ -423,6 +429,13 @@ int mw_store_stream(mw_store *s, const char *tenant, const char *actor, int crea
   if ((rc = mw_store_tenant(s, tenant, 1))) return rc;
   tx t;
   if ((rc = tx_open(s, &t))) return rc;
+  /* Under the write lock now: another connection may have created it since. */
+  st = Q(s, Q_STREAM);
+  sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, actor, -1, SQLITE_STATIC);
+  if ((rc = sqlite3_step(st)) == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return tx_close(s, &t, rc == SQLITE_ROW ? 0 : dbfail(s, rc));
   unsigned char g[32];
   mw__chain_genesis(s->chain, tenant, actor, g);
   st = Q(s, Q_STREAM_NEW);
@@ -848,5 +861,41 @@ int mw_token_lookup(mw_store *s, const char *token, char tenant[65], char role[1
     rc = rc == SQLITE_DONE ? fail(s, MW_EAUTH, "unknown or revoked token%s", NULL) : dbfail(s, rc);
   }
   sqlite3_reset(st);
+  return rc;
+}
+
+/* ---- for the other storage files (store_int.h) ----------------------------- */
+
+sqlite3 *mw__store_db(mw_store *s) { return s->db; }
+int mw__store_dbfail(mw_store *s, int rc) { return dbfail(s, rc); }
+int mw__store_fail(mw_store *s, int code, const char *msg) { return fail(s, code, "%s", msg); }
+
+void mw_store_busy_timeout(mw_store *s, int ms) { sqlite3_busy_timeout(s->db, ms); }
+
+int mw_store_savepoint(mw_store *s) { return exec(s, "SAVEPOINT mw_job"); }
+
+int mw_store_release(mw_store *s, int ok) {
+  if (ok) return exec(s, "RELEASE mw_job");
+  char keep[sizeof s->err];
+  memcpy(keep, s->err, sizeof keep);
+  sqlite3_exec(s->db, "ROLLBACK TO mw_job; RELEASE mw_job", NULL, NULL, NULL);
+  memcpy(s->err, keep, sizeof keep);
+  return 0;
+}
+
+int mw_store_in_tx(mw_store *s) { return !sqlite3_get_autocommit(s->db); }
+
+int mw_snapshot_newest(mw_store *s, int64_t stream, const char *fold, int64_t *cursor) {
+  sqlite3_stmt *st;
+  *cursor = -1;
+  int rc = sqlite3_prepare_v2(s->db, "SELECT max(cursor) FROM snapshots WHERE stream=?1 AND fold=?2"
+                              " AND safe=1", -1, &st, NULL);
+  if (rc) return dbfail(s, rc);
+  sqlite3_bind_int64(st, 1, stream);
+  sqlite3_bind_text(st, 2, fold, -1, SQLITE_STATIC);
+  rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) *cursor = sqlite3_column_int64(st, 0);
+  rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : dbfail(s, rc);
+  sqlite3_finalize(st);
   return rc;
 }

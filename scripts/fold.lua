@@ -27,6 +27,7 @@ end
 -- The operator's direction: goals and themes.
 function handlers.direction(state, e)
   state.direction = e.body.direction
+  state.direction_set = { cursor = e.cursor, ts = e.ts, by = e.body.by }
 end
 
 -- A note the actor chose to remember: { key = "...", value = <JSON> }.

@@ -1,0 +1,1656 @@
+/* engine.c -- the lifecycle engine: wake (bootstrap, hydrate, compose), run
+ * (run_with_continuity, commit) and sleep (handover), on one libuv loop.
+ * Reads go through a read connection on the loop thread; every write is a
+ * job applied in its own SAVEPOINT inside one open transaction on the write
+ * connection, and the COMMIT (one fsync for the whole batch) runs on the
+ * thread pool.  A caller is answered only after the commit that holds its
+ * writes: nothing is acknowledged before it is durable. */
+#include "mw.h"
+#include "buf.h"
+#include "chain.h"
+#include "jfield.h"
+#include "json.h"
+#include "map.h"
+#include "sessions.h"
+#include "tenant.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <uv.h>
+
+#ifndef MW_SCRIPTS_DIR
+#define MW_SCRIPTS_DIR "scripts"
+#endif
+#ifndef MW_SKILLS_DIR
+#define MW_SKILLS_DIR "skills"
+#endif
+
+#define NBUCKETS 14
+static const double BUCKETS_MS[NBUCKETS] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 5000};
+
+typedef struct hist {
+  uint64_t n, b[NBUCKETS];
+  double sum;
+} hist;
+
+typedef struct job job;
+typedef struct session session;
+typedef struct req req;
+
+struct mw_engine {
+  uv_loop_t *loop, own_loop;
+  int owns_loop;
+  mw_store *rd, *wr;
+  mw_engine_opts o;
+  char home[1024], scripts[1024], skills[1024];
+  mw_map tenants;              /* name -> mw_tenant */
+  mw_map sessions;             /* session id -> session */
+  mw_map awake;                /* "tenant/actor" -> session (open or opening) */
+  job *pending, **pending_tail;   /* waiting for the write connection */
+  job *batch, **batch_tail;       /* applied, waiting for COMMIT */
+  int committing, in_tx, stopped;
+  uv_work_t commit_work;
+  int commit_rc;
+  char commit_err[256];
+  uv_check_t kick;
+  uv_timer_t expiry;
+  int64_t inflight;            /* calls taken but not yet answered */
+  /* metrics */
+  uint64_t commits, fsyncs, commit_failures, entries_appended, snapshot_failures, expired;
+  uint64_t wakes, runs, sleeps, offloop;
+  hist h_wake, h_run, h_sleep;
+};
+
+struct session {
+  char id[48];
+  mw_tenant *t;
+  char tenant[65], actor[65], profile[16], trigger[16];
+  char key[140];               /* "tenant/actor" */
+  int64_t stream;              /* 0 until the stream exists */
+  int64_t cursor;              /* the cursor `state` is at */
+  mw_buf state;
+  int state_ok;
+  int64_t snap_cursor;         /* newest snapshot known by this fold */
+  int64_t committed, opened_at, last_seen;
+  char prior[48];
+  int open, closed, busy;
+  req *waiting, **waiting_tail;   /* calls queued behind the one in flight */
+};
+
+/* A call in flight: where its answer goes. */
+struct req {
+  mw_engine *e;
+  mw_reply_cb cb;
+  void *ud;
+  uint64_t t0;
+  hist *h;
+  /* for calls queued behind a busy session */
+  mw_call_fn fn;
+  mw_call call;
+  char *body_copy, tenant_copy[65], role_copy[16];
+  req *next;
+};
+
+typedef int (*apply_fn)(mw_engine *e, job *j);
+typedef void (*done_fn)(mw_engine *e, job *j, int rc);
+
+struct job {
+  job *next;
+  apply_fn apply;
+  done_fn done;
+  int rc;
+  char err[1024];
+  req *r;
+  session *s;
+  /* payload */
+  mw_append *items;
+  size_t nitems;
+  mw_buf *bodies;              /* owned bodies of items */
+  mw_buf out;                  /* the answer's body or the new state */
+  mw_buf aux;                  /* a second buffer: result, packet */
+  int64_t cursor, committed;
+  char snap_id[40];
+  char unsafe[5][40];
+  int n_unsafe;
+  const char *reason;
+  char tenant[65], actor[65];
+  int64_t stream;
+  int with_append;
+  mw_snapshot ckpt;            /* a checkpoint to save (state in ckpt_state) */
+  mw_buf ckpt_state;
+  mw_session_rec rec;
+  char hint[2048];
+  int has_hint;
+};
+
+static int64_t now_ms(void) {
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/* ---- answers ------------------------------------------------------------------ */
+
+static void observe(hist *h, double ms) {
+  h->n++;
+  h->sum += ms;
+  for (int i = 0; i < NBUCKETS; i++)
+    if (ms <= BUCKETS_MS[i]) h->b[i]++;
+}
+
+static double elapsed_ms(const req *r) { return (double)(uv_hrtime() - r->t0) / 1e6; }
+
+static void answer(req *r, int status, mw_buf *body) {
+  mw_engine *e = r->e;
+  if (r->h && status == 200) observe(r->h, elapsed_ms(r));
+  mw_reply rep = {status, body->p ? body->p : "{}", body->p ? body->len : 2};
+  r->cb(r->ud, &rep);
+  e->inflight--;
+  free(r->body_copy);
+  free(r);
+}
+
+/* Answers the contract's error shape; extra is "" or `,"k":v...` members. */
+static void answer_error(req *r, int code, const char *message, const char *extra) {
+  mw_buf b = {0};
+  mw__buf_addstr(&b, "{\"error\":{\"code\":");
+  mw__json_string(&b, mw_err_code(code), strlen(mw_err_code(code)));
+  mw__buf_addstr(&b, ",\"message\":");
+  const char *m = message && *message ? message : mw_strerror(code);
+  if (mw__json_string(&b, m, strlen(m))) mw__buf_addstr(&b, "\"(message is not UTF-8)\"");
+  if (extra) mw__buf_addstr(&b, extra);
+  mw__buf_addstr(&b, "}}");
+  answer(r, mw_err_http(code), &b);
+  mw__buf_free(&b);
+}
+
+static void add_latency(mw_buf *b, const req *r) {
+  char num[64];
+  snprintf(num, sizeof num, ",\"latency_ms\":%.3f", elapsed_ms(r));
+  mw__buf_addstr(b, num);
+}
+
+static void add_str_member(mw_buf *b, const char *key, const char *val, int first) {
+  if (!first) mw__buf_addc(b, ',');
+  mw__json_string(b, key, strlen(key));
+  mw__buf_addc(b, ':');
+  if (val && *val) mw__json_string(b, val, strlen(val));
+  else mw__buf_addstr(b, "null");
+}
+
+static void add_int_member(mw_buf *b, const char *key, int64_t v, int first) {
+  char num[48];
+  if (!first) mw__buf_addc(b, ',');
+  mw__json_string(b, key, strlen(key));
+  snprintf(num, sizeof num, ":%" PRId64, v);
+  mw__buf_addstr(b, num);
+}
+
+static req *new_req(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, hist *h) {
+  req *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->e = e;
+  r->cb = cb;
+  r->ud = ud;
+  r->t0 = c->t0_ns ? c->t0_ns : uv_hrtime();
+  r->h = h;
+  e->inflight++;
+  return r;
+}
+
+/* ---- the write path: jobs and group commit -------------------------------------- */
+
+static void commit_work(uv_work_t *w) {
+  mw_engine *e = w->data;
+  e->commit_rc = mw_store_commit(e->wr);
+  if (e->commit_rc) snprintf(e->commit_err, sizeof e->commit_err, "%s", mw_store_errmsg(e->wr));
+}
+
+static void apply_pending(mw_engine *e);
+
+static void finish_batch(mw_engine *e, int rc, const char *err) {
+  job *j = e->batch;
+  e->batch = NULL;
+  e->batch_tail = &e->batch;
+  while (j) {
+    job *next = j->next;
+    int jrc = j->rc ? j->rc : rc;
+    if (!j->rc && rc) snprintf(j->err, sizeof j->err, "%s", err);
+    j->done(e, j, jrc);
+    j = next;
+  }
+}
+
+static void commit_done(uv_work_t *w, int status) {
+  mw_engine *e = w->data;
+  (void)status;
+  e->committing = 0;
+  e->in_tx = 0;
+  e->fsyncs++;
+  if (e->commit_rc) {
+    e->commit_failures++;
+    fprintf(stderr, "{\"level\":\"error\",\"msg\":\"commit failed\",\"error\":\"%s\"}\n", e->commit_err);
+    finish_batch(e, MW_EUNAVAIL, e->commit_err);
+  } else {
+    e->commits++;
+    finish_batch(e, 0, "");
+  }
+  apply_pending(e);
+}
+
+/* After every loop iteration: seal the batch and commit it off the loop. */
+static void kick_cb(uv_check_t *h) {
+  mw_engine *e = h->data;
+  uv_check_stop(h);
+  if (e->committing || !e->in_tx) return;
+  e->committing = 1;
+  e->commit_work.data = e;
+  if (uv_queue_work(e->loop, &e->commit_work, commit_work, commit_done)) {
+    /* no thread pool: commit here rather than never */
+    commit_work(&e->commit_work);
+    commit_done(&e->commit_work, 0);
+  }
+}
+
+static void apply_one(mw_engine *e, job *j) {
+  if (!e->in_tx) {
+    int rc = mw_store_begin(e->wr);
+    if (rc) {
+      snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
+      j->rc = MW_EUNAVAIL;
+      j->done(e, j, j->rc);
+      return;
+    }
+    e->in_tx = 1;
+  }
+  int rc = mw_store_savepoint(e->wr);
+  if (!rc) {
+    rc = j->apply(e, j);
+    mw_store_release(e->wr, rc == 0);
+  } else {
+    snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
+  }
+  j->rc = rc;
+  j->next = NULL;
+  *e->batch_tail = j;
+  e->batch_tail = &j->next;
+  uv_check_start(&e->kick, kick_cb);
+}
+
+static void apply_pending(mw_engine *e) {
+  while (e->pending && !e->committing) {
+    job *j = e->pending;
+    e->pending = j->next;
+    if (!e->pending) e->pending_tail = &e->pending;
+    apply_one(e, j);
+  }
+}
+
+static void submit(mw_engine *e, job *j) {
+  if (e->committing) {
+    j->next = NULL;
+    *e->pending_tail = j;
+    e->pending_tail = &j->next;
+    return;
+  }
+  apply_one(e, j);
+}
+
+static job *new_job(apply_fn a, done_fn d, req *r, session *s) {
+  job *j = calloc(1, sizeof *j);
+  if (!j) return NULL;
+  j->apply = a;
+  j->done = d;
+  j->r = r;
+  j->s = s;
+  return j;
+}
+
+static void free_job(job *j) {
+  if (!j) return;
+  for (size_t i = 0; i < j->nitems; i++) mw__buf_free(&j->bodies[i]);
+  free(j->bodies);
+  free(j->items);
+  mw__buf_free(&j->out);
+  mw__buf_free(&j->aux);
+  mw__buf_free(&j->ckpt_state);
+  free(j);
+}
+
+/* ---- tenants and sessions -------------------------------------------------------- */
+
+static int get_tenant(mw_engine *e, const char *name, mw_tenant **out, char *err, size_t errlen) {
+  mw_tenant *t = mw__map_get(&e->tenants, name);
+  if (t) {
+    *out = t;
+    return 0;
+  }
+  mw_tenant_conf c = {e->scripts, e->skills, e->home, e->o.tenant_mem_limit, e->o.skill_budget,
+                      e->o.skill_time_ms};
+  int rc = mw__tenant_new(name, &c, &t, err, errlen);
+  if (rc) return rc;
+  if (mw__map_put(&e->tenants, name, t)) {
+    mw__tenant_free(t);
+    snprintf(err, errlen, "out of memory");
+    return MW_ENOMEM;
+  }
+  *out = t;
+  return 0;
+}
+
+static void session_free(session *s) {
+  if (!s) return;
+  mw__buf_free(&s->state);
+  free(s);
+}
+
+static void session_forget(mw_engine *e, session *s) {
+  if (mw__map_get(&e->awake, s->key) == s) mw__map_del(&e->awake, s->key);
+  if (mw__map_get(&e->sessions, s->id) == s) mw__map_del(&e->sessions, s->id);
+  /* calls queued behind it are answered: the session is closed now */
+  req *q = s->waiting;
+  while (q) {
+    req *next = q->next;
+    answer_error(q, MW_ECLOSED, "session is closed", NULL);
+    q = next;
+  }
+  session_free(s);
+}
+
+/* The session a call names, in the caller's tenant (another tenant's session
+ * is unknown too); answers the error itself and returns NULL when none. */
+static session *find_session(mw_engine *e, const char *tenant, const char *body, size_t n, req *r) {
+  const char *v;
+  size_t vn;
+  char id[64];
+  if (mw__jfield(body, n, "session_id", &v, &vn) || mw__jstring(v, vn, id, sizeof id) < 0) {
+    answer_error(r, MW_EINVAL, "session_id is required and must be a string", NULL);
+    return NULL;
+  }
+  session *s = mw__map_get(&e->sessions, id);
+  if (!s || strcmp(s->tenant, tenant) != 0) {
+    /* closed sessions leave memory; their record says they slept */
+    if (mw__session_closed(e->rd, id, tenant)) answer_error(r, MW_ECLOSED, "session is closed", NULL);
+    else answer_error(r, MW_ESESSION, "no such session", NULL);
+    return NULL;
+  }
+  if (s->closed || !s->open) {
+    answer_error(r, s->closed ? MW_ECLOSED : MW_ESESSION, s->closed ? "session is closed" : "no such session", NULL);
+    return NULL;
+  }
+  return s;
+}
+
+/* ---- request parsing ------------------------------------------------------------- */
+
+/* Canonicalises the body into out; answers bad_request / tenant_in_payload. */
+static int parse_body(req *r, const mw_call *c, mw_buf *out) {
+  char err[256];
+  if (!c->body || c->body_len == 0) {
+    answer_error(r, MW_EINVAL, "the body must be a JSON object", NULL);
+    return -1;
+  }
+  if (mw__json_canon(c->body, c->body_len, out, err, sizeof err)) {
+    answer_error(r, MW_EJSON, err, NULL);
+    return -1;
+  }
+  if (!mw__jis_object(out->p, out->len)) {
+    answer_error(r, MW_EINVAL, "the body must be a JSON object", NULL);
+    return -1;
+  }
+  const char *v;
+  size_t vn;
+  if (mw__jfield(out->p, out->len, "tenant_id", &v, &vn) == 0) {
+    answer_error(r, MW_ETENANT, "the tenant comes from the token, never from the payload", NULL);
+    return -1;
+  }
+  return 0;
+}
+
+/* An optional string field: 1 present, 0 absent (or null), -1 wrong type (answered). */
+static int opt_string(req *r, const mw_buf *b, const char *key, char *out, size_t cap) {
+  const char *v;
+  size_t vn;
+  if (mw__jfield(b->p, b->len, key, &v, &vn) || (vn == 4 && !memcmp(v, "null", 4))) return 0;
+  if (mw__jstring(v, vn, out, cap) < 0) {
+    char m[128];
+    snprintf(m, sizeof m, "%s must be a string of at most %zu bytes", key, cap - 1);
+    answer_error(r, v[0] == '"' ? MW_EINVAL : MW_EINVAL, m, NULL);
+    return -1;
+  }
+  if (strlen(out) != (size_t)mw__jstring(v, vn, out, cap)) {
+    char m[128];
+    snprintf(m, sizeof m, "%s must not contain NUL", key);
+    answer_error(r, MW_EINVAL, m, NULL);
+    return -1;
+  }
+  return 1;
+}
+
+/* ---- wake: bootstrap + hydrate + compose ---------------------------------------- */
+
+typedef struct wake_ctx {
+  mw_engine *e;
+  req *r;
+  mw_tenant *t;
+  session *s;
+  char from[64];
+  int has_from;
+  char hint[2048];
+  int has_hint;
+  /* results of hydrate */
+  mw_buf state;
+  mw_hydrated h;
+  int rc;
+  char err[1024];
+  char fold_path[1100];
+  uv_work_t work;
+  int64_t last;
+} wake_ctx;
+
+static void wake_fail(wake_ctx *w, int code, const char *msg, const char *extra) {
+  mw_engine *e = w->e;
+  if (w->s) session_forget(e, w->s);
+  answer_error(w->r, code, msg, extra);
+  mw__buf_free(&w->state);
+  free(w);
+}
+
+static int apply_open(mw_engine *e, job *j) {
+  session *s = j->s;
+  int rc = 0;
+  for (int i = 0; i < j->n_unsafe && !rc; i++) rc = mw_snapshot_mark_unsafe(e->wr, j->unsafe[i]);
+  if (!rc && !s->stream) rc = mw_store_stream(e->wr, s->tenant, s->actor, 1, &j->stream);
+  if (!rc && j->ckpt_state.len) {
+    j->ckpt.state = j->ckpt_state.p;
+    j->ckpt.state_len = j->ckpt_state.len;
+    /* best effort: a checkpoint that cannot be saved only costs replay later */
+    if (mw_store_savepoint(e->wr) == 0) mw_store_release(e->wr, mw_snapshot_put(e->wr, s->stream, &j->ckpt) == 0);
+  }
+  if (!rc) rc = mw__session_insert(e->wr, &j->rec);
+  if (rc) snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
+  return rc;
+}
+
+static void done_open(mw_engine *e, job *j, int rc) {
+  session *s = j->s;
+  req *r = j->r;
+  if (rc) {
+    session_forget(e, s);
+    answer_error(r, rc == MW_EUNAVAIL ? MW_EUNAVAIL : rc, j->err, NULL);
+    free_job(j);
+    return;
+  }
+  if (!s->stream) s->stream = j->stream;
+  s->open = 1;
+  e->wakes++;
+  /* the boot packet was composed before the commit; latency is now */
+  add_latency(&j->aux, r);
+  mw__buf_addc(&j->aux, '}');
+  answer(r, 200, &j->aux);
+  free_job(j);
+}
+
+static int apply_unsafe(mw_engine *e, job *j) {
+  int rc = 0;
+  for (int i = 0; i < j->n_unsafe && !rc; i++) rc = mw_snapshot_mark_unsafe(e->wr, j->unsafe[i]);
+  return rc;
+}
+
+static void done_unsafe(mw_engine *e, job *j, int rc) {
+  (void)e;
+  (void)rc;   /* the answer is snapshot_corrupt either way; marking is retried next wake */
+  answer_error(j->r, MW_ECORRUPT, j->err, (const char *)j->out.p);
+  free_job(j);
+}
+
+/* Composes the boot packet and submits the session's creation. */
+static void wake_compose(wake_ctx *w) {
+  mw_engine *e = w->e;
+  session *s = w->s;
+  mw_hydrated *h = &w->h;
+  char err[1024];
+  e->snapshot_failures += (uint64_t)h->checkpoints_failed;
+  if (w->rc == MW_ECORRUPT) {
+    e->snapshot_failures++;
+    job *j = new_job(apply_unsafe, done_unsafe, w->r, NULL);
+    if (!j) return wake_fail(w, MW_ENOMEM, "out of memory", NULL);
+    for (int i = 0; i < h->n_unsafe && i < 5; i++) snprintf(j->unsafe[j->n_unsafe++], 40, "%s", h->unsafe[i]);
+    snprintf(j->err, sizeof j->err, "%s", w->err);
+    mw__buf_addstr(&j->out, ",\"snapshot_id\":");
+    mw__json_string(&j->out, h->bad_id, strlen(h->bad_id));
+    mw__buf_addstr(&j->out, ",\"last_safe_snapshot_id\":");
+    if (h->last_safe_id[0]) mw__json_string(&j->out, h->last_safe_id, strlen(h->last_safe_id));
+    else mw__buf_addstr(&j->out, "null");
+    session_forget(e, s);
+    mw__buf_free(&w->state);
+    free(w);
+    submit(e, j);
+    return;
+  }
+  if (w->rc) return wake_fail(w, w->rc == MW_EFOLD ? MW_EINTERNAL : w->rc, w->err, NULL);
+
+  mw_buf briefing = {0};
+  mw_compose_in in = {s->actor, s->profile, s->trigger, w->has_hint ? w->hint : NULL, h->cursor,
+                      h->head_cursor, w->state.p, w->state.len};
+  int rc = mw__tenant_compose(w->t, &in, &briefing, err, sizeof err);
+  if (rc) {
+    mw__buf_free(&briefing);
+    return wake_fail(w, rc == MW_ETIMEOUT ? MW_ETIMEOUT : MW_EINTERNAL, err, NULL);
+  }
+  job *j = new_job(apply_open, done_open, w->r, s);
+  if (!j) {
+    mw__buf_free(&briefing);
+    return wake_fail(w, MW_ENOMEM, "out of memory", NULL);
+  }
+  /* the session record */
+  mw_session_rec *rec = &j->rec;
+  unsigned char rnd[16], tok[32];
+  mw__random(rnd, sizeof rnd);
+  mw__random(tok, sizeof tok);   /* the internal wake token: only its hash is kept */
+  memcpy(s->id, "ses_", 4);
+  mw__hex(rnd, sizeof rnd, s->id + 4);
+  snprintf(rec->id, sizeof rec->id, "%s", s->id);
+  snprintf(rec->tenant, sizeof rec->tenant, "%s", s->tenant);
+  snprintf(rec->actor, sizeof rec->actor, "%s", s->actor);
+  snprintf(rec->profile, sizeof rec->profile, "%s", s->profile);
+  snprintf(rec->trigger, sizeof rec->trigger, "%s", s->trigger);
+  mw__sha256(tok, sizeof tok, rec->wake_token);
+  rec->opened_at = rec->last_seen = s->opened_at = s->last_seen = now_ms();
+  mw__session_prior(e->rd, s->tenant, s->actor, s->prior);
+  snprintf(rec->prior, sizeof rec->prior, "%s", s->prior);
+  if (w->has_hint) {
+    snprintf(j->hint, sizeof j->hint, "%s", w->hint);
+    rec->context_hint = j->hint;
+  }
+  for (int i = 0; i < h->n_unsafe && i < 5; i++) snprintf(j->unsafe[j->n_unsafe++], 40, "%s", h->unsafe[i]);
+  if (h->replayed > (e->o.checkpoint_every > 0 ? e->o.checkpoint_every : 100) && s->stream) {
+    mw__buf_add(&j->ckpt_state, w->state.p, w->state.len);
+    j->ckpt.cursor = h->cursor;
+    snprintf(j->ckpt.fold, sizeof j->ckpt.fold, "%s", mw_fold_fingerprint(mw__tenant_fold(w->t)));
+  }
+  if (mw__map_put(&e->sessions, s->id, s)) {
+    mw__buf_free(&briefing);
+    free_job(j);
+    return wake_fail(w, MW_ENOMEM, "out of memory", NULL);
+  }
+  /* the session's cached state: what the boot packet carries */
+  s->cursor = h->cursor;
+  s->snap_cursor = h->cursor - h->replayed;
+  mw__buf_free(&s->state);
+  s->state = w->state;
+  w->state = (mw_buf){0};
+  s->state_ok = 1;
+
+  /* The answer, composed now, sent after the commit (done_open adds latency). */
+  mw_buf *b = &j->aux;
+  char head_hash[65] = "";
+  if (h->head_cursor > 0) {
+    unsigned char hh[32];
+    if (mw_log_entry_hash(e->rd, s->stream, h->head_cursor, hh) == 0) mw__hex(hh, 32, head_hash);
+  }
+  mw__buf_addstr(b, "{\"boot_packet\":{");
+  add_str_member(b, "actor_id", s->actor, 1);
+  mw__buf_addstr(b, ",\"briefing\":");
+  mw__buf_add(b, briefing.p, briefing.len);
+  mw__buf_addstr(b, ",\"continuity\":{");
+  add_int_member(b, "head_cursor", h->head_cursor, 1);
+  add_str_member(b, "head_hash", head_hash, 0);
+  add_str_member(b, "prior_session_id", s->prior, 0);
+  mw__buf_addc(b, '}');
+  add_int_member(b, "cursor", h->cursor, 0);
+  add_str_member(b, "fold", mw_fold_fingerprint(mw__tenant_fold(w->t)), 0);
+  add_str_member(b, "profile", s->profile, 0);
+  mw__buf_addstr(b, h->refolded ? ",\"refolded\":true" : ",\"refolded\":false");
+  add_str_member(b, "snapshot_id", h->head_id, 0);
+  mw__buf_addstr(b, ",\"state\":");
+  mw__buf_add(b, s->state.p, s->state.len);
+  add_str_member(b, "trigger", s->trigger, 0);
+  mw__buf_addc(b, '}');
+  add_int_member(b, "replayed", h->replayed, 0);
+  mw__buf_addstr(b, h->head_id[0] ? ",\"resumed_from_prior\":true" : ",\"resumed_from_prior\":false");
+  add_str_member(b, "session_id", s->id, 0);
+  add_str_member(b, "snapshot_id", h->head_id, 0);
+  mw__buf_free(&briefing);
+  free(w);
+  submit(e, j);
+}
+
+/* Long replays run on the thread pool with their own read connection and a
+ * fold state of their own, so other tenants' calls are not stalled. */
+static void wake_work(uv_work_t *wk) {
+  wake_ctx *w = wk->data;
+  mw_store *s = NULL;
+  mw_fold *f = NULL;
+  w->rc = mw_store_open(w->e->home, 0, &s, w->err, sizeof w->err);
+  if (!w->rc) w->rc = mw_fold_open(w->fold_path, NULL, &f, w->err, sizeof w->err);
+  if (!w->rc) {
+    mw_hydrate_opts o = {w->has_from ? w->from : NULL, -1, w->e->o.checkpoint_every, 1};
+    w->h.state = &w->state;
+    w->rc = mw_hydrate(s, f, w->s->stream, &o, &w->h, w->err, sizeof w->err);
+  }
+  mw_fold_close(f);
+  mw_store_close(s);
+}
+
+static void wake_work_done(uv_work_t *wk, int status) {
+  wake_ctx *w = wk->data;
+  (void)status;
+  wake_compose(w);
+}
+
+static int do_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, const char *trigger) {
+  req *r = new_req(e, c, cb, ud, &e->h_wake);
+  if (!r) return MW_ENOMEM;
+  mw_buf body = {0};
+  if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
+  char actor[80] = "", profile[32] = "builder";
+  wake_ctx *w = calloc(1, sizeof *w);
+  if (!w) {
+    mw__buf_free(&body);
+    answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return 0;
+  }
+  w->e = e;
+  w->r = r;
+  int got = opt_string(r, &body, "actor_id", actor, sizeof actor);
+  if (got == 0 || (got > 0 && !mw_valid_id(actor))) {
+    answer_error(r, MW_EINVAL, "actor_id must be 1-64 of A-Z a-z 0-9 _ . - (not . or ..)", NULL);
+    got = -1;
+  }
+  if (got >= 0 && (got = opt_string(r, &body, "profile", profile, sizeof profile)) >= 0 &&
+      strcmp(profile, "builder") && strcmp(profile, "companion") && strcmp(profile, "agent")) {
+    answer_error(r, MW_EINVAL, "profile must be builder, companion or agent", NULL);
+    got = -1;
+  }
+  if (got >= 0 && (got = opt_string(r, &body, "context_hint", w->hint, 2001)) > 0) w->has_hint = 1;
+  if (got >= 0 && (got = opt_string(r, &body, "from_snapshot", w->from, sizeof w->from)) > 0) w->has_from = 1;
+  mw__buf_free(&body);
+  if (got < 0) {
+    free(w);
+    return 0;
+  }
+  char err[1024];
+  int rc = get_tenant(e, c->tenant, &w->t, err, sizeof err);
+  if (rc) {
+    free(w);
+    answer_error(r, MW_EINTERNAL, err, NULL);
+    return 0;
+  }
+  /* One open session per (tenant, actor), whoever opened it. */
+  char key[140];
+  snprintf(key, sizeof key, "%s/%s", c->tenant, actor);
+  if (mw__map_get(&e->awake, key)) {
+    free(w);
+    answer_error(r, MW_EAWAKE, "the actor has an open session", NULL);
+    return 0;
+  }
+  session *s = calloc(1, sizeof *s);
+  if (!s || mw__map_put(&e->awake, key, s)) {
+    free(s);
+    free(w);
+    answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return 0;
+  }
+  w->s = s;
+  s->t = w->t;
+  snprintf(s->key, sizeof s->key, "%s", key);
+  snprintf(s->tenant, sizeof s->tenant, "%s", c->tenant);
+  snprintf(s->actor, sizeof s->actor, "%s", actor);
+  snprintf(s->profile, sizeof s->profile, "%s", profile);
+  snprintf(s->trigger, sizeof s->trigger, "%s", trigger);
+  s->waiting_tail = &s->waiting;
+
+  /* hydrate */
+  rc = mw_store_stream(e->rd, c->tenant, actor, 0, &s->stream);
+  if (rc == MW_ENOENT) {
+    s->stream = 0;
+    if (w->has_from && strcmp(w->from, "genesis") != 0) {
+      wake_fail(w, MW_ENOENT, "no such snapshot", NULL);
+      return 0;
+    }
+    /* a first wake: the fold's initial state at cursor 0 */
+    w->h.state = &w->state;
+    w->rc = mw_fold_replay(mw__tenant_fold(w->t), e->rd, 0, NULL, 0, 0, 0, 0, &w->state, NULL, w->err,
+                           sizeof w->err);
+    wake_compose(w);
+    return 0;
+  }
+  if (rc) {
+    wake_fail(w, rc, mw_store_errmsg(e->rd), NULL);
+    return 0;
+  }
+  int64_t last, newest;
+  mw_log_head(e->rd, s->stream, &last, NULL);
+  mw_snapshot_newest(e->rd, s->stream, mw_fold_fingerprint(mw__tenant_fold(w->t)), &newest);
+  int64_t k = e->o.checkpoint_every > 0 ? e->o.checkpoint_every : 100;
+  if (w->has_from || last - (newest < 0 ? 0 : newest) > k) {
+    e->offloop++;
+    snprintf(w->fold_path, sizeof w->fold_path, "%s/fold.lua", e->scripts);
+    w->work.data = w;
+    if (uv_queue_work(e->loop, &w->work, wake_work, wake_work_done) == 0) return 0;
+  }
+  mw_hydrate_opts o = {w->has_from ? w->from : NULL, -1, k, 1};
+  w->h.state = &w->state;
+  w->rc = mw_hydrate(e->rd, mw__tenant_fold(w->t), s->stream, &o, &w->h, w->err, sizeof w->err);
+  wake_compose(w);
+  return 0;
+}
+
+int mw_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) { return do_wake(e, c, cb, ud, "wake"); }
+
+int mw_load(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  if (!c->role || strcmp(c->role, "operator") != 0) {
+    req *r = new_req(e, c, cb, ud, NULL);
+    if (!r) return MW_ENOMEM;
+    answer_error(r, MW_EFORBID, "load needs an operator token", NULL);
+    return 0;
+  }
+  return do_wake(e, c, cb, ud, "load");
+}
+
+/* ---- busy sessions: one call at a time ----------------------------------------------- */
+
+/* Queues the call behind the one in flight on s; it is re-dispatched when
+ * that one is answered.  Returns 0 when queued. */
+static int defer(session *s, req *r, mw_call_fn fn, const mw_call *c) {
+  r->fn = fn;
+  r->call = *c;
+  r->body_copy = malloc(c->body_len + 1);
+  if (!r->body_copy) return MW_ENOMEM;
+  memcpy(r->body_copy, c->body, c->body_len);
+  r->body_copy[c->body_len] = '\0';
+  snprintf(r->tenant_copy, sizeof r->tenant_copy, "%s", c->tenant);
+  snprintf(r->role_copy, sizeof r->role_copy, "%s", c->role ? c->role : "");
+  r->call.body = r->body_copy;
+  r->call.tenant = r->tenant_copy;
+  r->call.role = r->role_copy;
+  r->call.t0_ns = r->t0;
+  r->next = NULL;
+  *s->waiting_tail = r;
+  s->waiting_tail = &r->next;
+  return 0;
+}
+
+static void redispatch(mw_engine *e, session *s) {
+  s->busy = 0;
+  req *q = s->waiting;
+  if (!q) return;
+  s->waiting = q->next;
+  if (!s->waiting) s->waiting_tail = &s->waiting;
+  /* re-enter through the public call with the saved request; the old req
+   * wrapper is retired without answering (the new one answers) */
+  mw_call c = q->call;
+  char *copy = q->body_copy;
+  e->inflight--;
+  q->fn(e, &c, q->cb, q->ud);
+  free(copy);
+  free(q);
+}
+
+/* Brings the session's cached state up to date (after a restart it is not
+ * held in memory); 0 or an error code with err filled. */
+static int ensure_state(mw_engine *e, session *s, char *err, size_t errlen) {
+  if (s->state_ok) return 0;
+  if (!s->stream) {
+    int rc = mw_fold_replay(mw__tenant_fold(s->t), e->rd, 0, NULL, 0, 0, 0, 0, &s->state, NULL, err, errlen);
+    if (!rc) s->cursor = 0, s->state_ok = 1;
+    return rc;
+  }
+  mw_hydrate_opts o = {NULL, -1, e->o.checkpoint_every, 1};
+  mw_hydrated h = {.state = &s->state};
+  int rc = mw_hydrate(e->rd, mw__tenant_fold(s->t), s->stream, &o, &h, err, errlen);
+  if (rc == MW_ECORRUPT) {   /* the head is bad: rebuild from genesis for this session */
+    o.from_snapshot = "genesis";
+    rc = mw_hydrate(e->rd, mw__tenant_fold(s->t), s->stream, &o, &h, err, errlen);
+  }
+  if (!rc) {
+    s->cursor = h.cursor;
+    s->snap_cursor = h.cursor - h.replayed;
+    s->state_ok = 1;
+  }
+  return rc;
+}
+
+/* Advances j->out (a copy of the session's state) over the entries after
+ * s->cursor up to `to`, on the write connection (it sees this batch). */
+static int advance_state(mw_engine *e, job *j, int64_t to) {
+  session *s = j->s;
+  return mw_fold_replay(mw__tenant_fold(s->t), e->wr, s->stream, s->state.p, s->state.len, s->cursor, to, 0,
+                        &j->out, NULL, j->err, sizeof j->err);
+}
+
+/* ---- run: run_with_continuity + commit -------------------------------------------- */
+
+static int apply_run(mw_engine *e, job *j) {
+  session *s = j->s;
+  int rc = 0;
+  if (!s->stream) {
+    rc = mw_store_stream(e->wr, s->tenant, s->actor, 1, &j->stream);
+    if (rc) goto fail;
+    s->stream = j->stream;
+  }
+  rc = mw_log_append(e->wr, s->stream, j->items, j->nitems, MW_ANY, &j->cursor);
+  if (rc) goto fail;
+  rc = advance_state(e, j, j->cursor);
+  if (rc) return rc;
+  int64_t k = e->o.checkpoint_every > 0 ? e->o.checkpoint_every : 100;
+  if (j->cursor - s->snap_cursor >= k) {   /* no wake replays more than K */
+    mw_snapshot c = {0};
+    c.cursor = j->cursor;
+    c.state = j->out.p;
+    c.state_len = j->out.len;
+    snprintf(c.fold, sizeof c.fold, "%s", mw_fold_fingerprint(mw__tenant_fold(s->t)));
+    if (mw_snapshot_put(e->wr, s->stream, &c) == 0) j->committed = -1;   /* marks: checkpoint taken */
+  }
+  rc = mw__session_touch(e->wr, s->id, now_ms(), s->committed + (int64_t)j->nitems);
+  if (rc) goto fail;
+  return 0;
+fail:
+  snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
+  return rc;
+}
+
+static void done_run(mw_engine *e, job *j, int rc) {
+  session *s = j->s;
+  req *r = j->r;
+  if (rc) {
+    if (s->stream == j->stream && j->stream) s->stream = 0;   /* the stream's creation rolled back */
+    answer_error(r, rc == MW_EFOLD ? MW_EINTERNAL : rc, j->err, NULL);
+  } else {
+    if (j->committed == -1) s->snap_cursor = j->cursor;
+    s->committed += (int64_t)j->nitems;
+    s->cursor = j->cursor;
+    mw_buf old = s->state;
+    s->state = j->out;
+    j->out = old;
+    s->last_seen = now_ms();
+    e->runs++;
+    e->entries_appended += j->nitems;
+    mw_buf b = {0};
+    mw__buf_addstr(&b, "{\"committed\":");
+    char num[48];
+    snprintf(num, sizeof num, "%zu", j->nitems);
+    mw__buf_addstr(&b, num);
+    add_int_member(&b, "cursor", j->cursor, 0);
+    add_latency(&b, r);
+    mw__buf_addstr(&b, ",\"result\":");
+    mw__buf_add(&b, j->aux.p, j->aux.len);
+    mw__buf_addc(&b, '}');
+    answer(r, 200, &b);
+    mw__buf_free(&b);
+  }
+  free_job(j);
+  redispatch(e, s);
+}
+
+int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, &e->h_run);
+  if (!r) return MW_ENOMEM;
+  mw_buf body = {0};
+  if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
+  session *s = find_session(e, c->tenant, body.p, body.len, r);
+  if (!s) return mw__buf_free(&body), 0;
+  if (s->busy) {
+    mw__buf_free(&body);
+    if (defer(s, r, mw_run, c)) answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return 0;
+  }
+  char skill[80] = "";
+  const char *input = "null";
+  size_t input_len = 4;
+  const char *v;
+  size_t vn;
+  int got = opt_string(r, &body, "skill", skill, sizeof skill);
+  if (got < 0) return mw__buf_free(&body), 0;
+  if (got == 0 && mw__tenant_profile(s->t, s->profile, skill)) skill[0] = '\0';
+  if (!mw_valid_id(skill)) {
+    mw__buf_free(&body);
+    answer_error(r, got ? MW_EINVAL : MW_ENOENT, got ? "skill must be a skill name" : "the profile has no default skill", NULL);
+    return 0;
+  }
+  if (mw__jfield(body.p, body.len, "input", &v, &vn) == 0) input = v, input_len = vn;
+  char err[1024];
+  int rc = ensure_state(e, s, err, sizeof err);
+  if (rc) {
+    mw__buf_free(&body);
+    answer_error(r, MW_EINTERNAL, err, NULL);
+    return 0;
+  }
+  s->last_seen = now_ms();
+  mw_run_in in = {skill, s->actor, s->id, s->profile, s->cursor, s->state.p, s->state.len, input, input_len};
+  mw_run_out out;
+  rc = mw__tenant_run(s->t, &in, &out);
+  if (rc) {
+    mw__buf_free(&body);
+    if (rc == MW_ENOENT) {
+      answer_error(r, MW_ENOENT, out.message, NULL);
+    } else if (rc == MW_ETIMEOUT) {
+      answer_error(r, MW_ETIMEOUT, out.message, NULL);
+    } else {
+      mw_buf extra = {0};
+      mw__buf_addstr(&extra, ",\"traceback\":");
+      if (out.traceback.len) mw__json_string(&extra, out.traceback.p, out.traceback.len);
+      else mw__buf_addstr(&extra, "\"\"");
+      answer_error(r, rc == MW_ENOMEM ? MW_ESKILL : MW_ESKILL,
+                   rc == MW_ENOMEM ? "the tenant's memory cap was reached" : out.message, extra.p);
+      mw__buf_free(&extra);
+    }
+    mw__run_out_free(&out);
+    return 0;
+  }
+  job *j = new_job(apply_run, done_run, r, s);
+  size_t n = 1 + out.nstaged;
+  if (j) {
+    j->items = calloc(n, sizeof *j->items);
+    j->bodies = calloc(n, sizeof *j->bodies);
+  }
+  if (!j || !j->items || !j->bodies) {
+    free_job(j);
+    mw__run_out_free(&out);
+    mw__buf_free(&body);
+    answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return 0;
+  }
+  j->nitems = n;
+  /* the run entry: {"input": ..., "skill": ...} -- keys already in order */
+  mw__buf_addstr(&j->bodies[0], "{\"input\":");
+  mw__buf_add(&j->bodies[0], input, input_len);
+  mw__buf_addstr(&j->bodies[0], ",\"skill\":");
+  mw__json_string(&j->bodies[0], skill, strlen(skill));
+  mw__buf_addc(&j->bodies[0], '}');
+  j->items[0] = (mw_append){"run", j->bodies[0].p, j->bodies[0].len};
+  for (size_t i = 0; i < out.nstaged; i++) {
+    j->bodies[i + 1] = out.staged[i].body;
+    out.staged[i].body = (mw_buf){0};
+    j->items[i + 1] = (mw_append){out.staged[i].kind, j->bodies[i + 1].p, j->bodies[i + 1].len};
+  }
+  /* kinds live in out.staged; keep them alive with the job */
+  static const char *const KIND_RUN = "run";
+  (void)KIND_RUN;
+  j->aux = out.result;
+  out.result = (mw_buf){0};
+  /* move the kind strings into the job-owned bodies' neighbours: copy them */
+  for (size_t i = 0; i < out.nstaged; i++) {
+    char *k = strdup(out.staged[i].kind);
+    if (!k) {
+      for (size_t q = 0; q < i; q++) free((char *)j->items[q + 1].kind);
+      for (size_t q = i; q < out.nstaged; q++) j->items[q + 1].kind = NULL;
+      free_job(j);
+      mw__run_out_free(&out);
+      mw__buf_free(&body);
+      answer_error(r, MW_ENOMEM, "out of memory", NULL);
+      return 0;
+    }
+    j->items[i + 1].kind = k;
+  }
+  mw__run_out_free(&out);
+  mw__buf_free(&body);
+  s->busy = 1;
+  submit(e, j);
+  return 0;
+}
+
+/* ---- sleep: handover -------------------------------------------------------------- */
+
+static int apply_sleep(mw_engine *e, job *j) {
+  session *s = j->s;
+  int rc = 0;
+  if (j->with_append) {
+    if (!s->stream) {
+      rc = mw_store_stream(e->wr, s->tenant, s->actor, 1, &j->stream);
+      if (rc) goto fail;
+      s->stream = j->stream;
+    }
+    rc = mw_log_append(e->wr, s->stream, j->items, 1, MW_ANY, &j->cursor);
+    if (rc) goto fail;
+    if ((rc = advance_state(e, j, j->cursor))) return rc;
+    mw_snapshot h = {0};
+    h.cursor = j->cursor;
+    h.state = j->out.p;
+    h.state_len = j->out.len;
+    h.is_head = 1;
+    snprintf(h.fold, sizeof h.fold, "%s", mw_fold_fingerprint(mw__tenant_fold(s->t)));
+    if ((rc = mw_snapshot_put(e->wr, s->stream, &h))) goto fail;
+    snprintf(j->snap_id, sizeof j->snap_id, "%s", h.id);
+  } else if (s->stream) {
+    /* nothing to write: the answer is the current head and cursor */
+    if ((rc = mw_snapshot_head(e->wr, s->stream, j->snap_id))) goto fail;
+    if ((rc = mw_log_head(e->wr, s->stream, &j->cursor, NULL))) goto fail;
+  }
+  rc = mw__session_close(e->wr, s->id, now_ms(), j->reason);
+  if (rc) goto fail;
+  return 0;
+fail:
+  snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
+  return rc;
+}
+
+static void done_sleep(mw_engine *e, job *j, int rc) {
+  session *s = j->s;
+  req *r = j->r;
+  if (rc) {
+    if (j->stream && s->stream == j->stream) s->stream = 0;
+    if (r) answer_error(r, rc == MW_EFOLD ? MW_EINTERNAL : rc, j->err, NULL);
+    else fprintf(stderr, "{\"level\":\"error\",\"msg\":\"expiry failed\",\"session\":\"%s\"}\n", s->id);
+    free_job(j);
+    redispatch(e, s);
+    return;
+  }
+  s->closed = 1;
+  s->open = 0;
+  if (j->with_append) e->entries_appended++;
+  if (r) {
+    e->sleeps++;
+    mw_buf b = {0};
+    mw__buf_addstr(&b, "{");
+    add_int_member(&b, "cursor", j->cursor, 1);
+    add_latency(&b, r);
+    add_str_member(&b, "snapshot_id", j->snap_id, 0);
+    mw__buf_addc(&b, '}');
+    answer(r, 200, &b);
+    mw__buf_free(&b);
+  } else {
+    e->expired++;
+  }
+  free_job(j);
+  session_forget(e, s);
+}
+
+static int start_sleep(mw_engine *e, session *s, req *r, const char *handover, size_t hlen, const char *reason) {
+  char err[1024];
+  job *j = new_job(apply_sleep, done_sleep, r, s);
+  if (!j) return MW_ENOMEM;
+  j->reason = reason;
+  int has_handover = handover && !(hlen == 4 && memcmp(handover, "null", 4) == 0);
+  /* A session that committed nothing and hands nothing over writes nothing. */
+  j->with_append = s->committed > 0 || has_handover;
+  if (j->with_append) {
+    int rc = ensure_state(e, s, err, sizeof err);
+    if (rc) {
+      free_job(j);
+      if (r) answer_error(r, MW_EINTERNAL, err, NULL);
+      return rc;
+    }
+    j->items = calloc(1, sizeof *j->items);
+    j->bodies = calloc(1, sizeof *j->bodies);
+    if (!j->items || !j->bodies) {
+      free_job(j);
+      return MW_ENOMEM;
+    }
+    j->nitems = 1;
+    mw__buf_addstr(&j->bodies[0], "{\"handover\":");
+    if (has_handover) mw__buf_add(&j->bodies[0], handover, hlen);
+    else mw__buf_addstr(&j->bodies[0], "null");
+    mw__buf_addstr(&j->bodies[0], ",\"reason\":");
+    mw__json_string(&j->bodies[0], reason, strlen(reason));
+    mw__buf_addc(&j->bodies[0], '}');
+    j->items[0] = (mw_append){"handover", j->bodies[0].p, j->bodies[0].len};
+  }
+  s->busy = 1;
+  submit(e, j);
+  return 0;
+}
+
+int mw_sleep(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, &e->h_sleep);
+  if (!r) return MW_ENOMEM;
+  mw_buf body = {0};
+  if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
+  session *s = find_session(e, c->tenant, body.p, body.len, r);
+  if (!s) return mw__buf_free(&body), 0;
+  if (s->busy) {
+    mw__buf_free(&body);
+    if (defer(s, r, mw_sleep, c)) answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return 0;
+  }
+  const char *v = NULL;
+  size_t vn = 0;
+  mw__jfield(body.p, body.len, "handover", &v, &vn);
+  int rc = start_sleep(e, s, r, v, vn, "sleep");
+  mw__buf_free(&body);
+  if (rc == MW_ENOMEM) answer_error(r, MW_ENOMEM, "out of memory", NULL);
+  return 0;
+}
+
+/* ---- expiry --------------------------------------------------------------------- */
+
+static void expiry_cb(uv_timer_t *t) {
+  mw_engine *e = t->data;
+  int64_t now = now_ms(), ttl = e->o.session_ttl_ms;
+  size_t i = 0;
+  session *s;
+  /* collect first: starting a sleep may change the map */
+  session *due[64];
+  int n = 0;
+  while (n < 64 && (s = mw__map_next(&e->sessions, &i, NULL)))
+    if (s->open && !s->closed && !s->busy && now - s->last_seen > ttl) due[n++] = s;
+  for (int k = 0; k < n; k++) {
+    int rc = start_sleep(e, due[k], NULL, NULL, 0, "expired");
+    if (rc) fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot expire session\",\"session\":\"%s\"}\n", due[k]->id);
+  }
+}
+
+/* ---- the deeper API ---------------------------------------------------------------- */
+
+static int need_operator(req *r, const mw_call *c) {
+  if (c->role && strcmp(c->role, "operator") == 0) return 0;
+  answer_error(r, MW_EFORBID, "this route needs an operator token", NULL);
+  return -1;
+}
+
+/* The actor's stream in the caller's tenant; answers 400/404 itself. */
+static int actor_stream(mw_engine *e, req *r, const mw_call *c, int64_t *stream) {
+  if (!c->actor || !mw_valid_id(c->actor)) {
+    answer_error(r, MW_EINVAL, "actor_id must be 1-64 of A-Z a-z 0-9 _ . - (not . or ..)", NULL);
+    return -1;
+  }
+  int rc = mw_store_stream(e->rd, c->tenant, c->actor, 0, stream);
+  if (rc == 0) return 0;
+  answer_error(r, rc == MW_ENOENT ? MW_ENOENT : rc, rc == MW_ENOENT ? "no such actor" : mw_store_errmsg(e->rd), NULL);
+  return -1;
+}
+
+static int64_t query_int(const char *q, const char *key, int64_t dflt, int *bad) {
+  if (!q) return dflt;
+  size_t kn = strlen(key);
+  for (const char *p = q; p && *p;) {
+    if (!strncmp(p, key, kn) && p[kn] == '=') {
+      char *end;
+      long long v = strtoll(p + kn + 1, &end, 10);
+      if (end == p + kn + 1 || (*end && *end != '&') || v < 0) *bad = 1;
+      return v;
+    }
+    p = strchr(p, '&');
+    if (p) p++;
+  }
+  return dflt;
+}
+
+typedef struct { mw_buf *b; int n; } logctx;
+
+static int log_entry_json(void *ud, const mw_entry *en) {
+  logctx *x = ud;
+  char hex[65];
+  mw__buf_addstr(x->b, x->n++ ? ",{" : "{");
+  mw__buf_addstr(x->b, "\"body\":");
+  mw__buf_add(x->b, en->body, en->body_len);
+  add_int_member(x->b, "cursor", en->cursor, 0);
+  mw__hex(en->hash, 32, hex);
+  add_str_member(x->b, "hash", hex, 0);
+  add_str_member(x->b, "kind", en->kind, 0);
+  add_int_member(x->b, "ts", en->ts, 0);
+  mw__buf_addc(x->b, '}');
+  return 0;
+}
+
+int mw_actor_log(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  int64_t stream, last;
+  if (need_operator(r, c) || actor_stream(e, r, c, &stream)) return 0;
+  int bad = 0;
+  int64_t from = query_int(c->query, "from", 1, &bad), limit = query_int(c->query, "limit", 100, &bad);
+  if (bad) {
+    answer_error(r, MW_EINVAL, "from and limit must be integers >= 0", NULL);
+    return 0;
+  }
+  if (limit > 1000) limit = 1000;
+  mw_buf b = {0};
+  logctx x = {&b, 0};
+  mw__buf_addstr(&b, "{\"entries\":[");
+  int rc = mw_log_read(e->rd, stream, from, limit, log_entry_json, &x);
+  if (!rc) rc = mw_log_head(e->rd, stream, &last, NULL);
+  if (rc) {
+    mw__buf_free(&b);
+    answer_error(r, rc, mw_store_errmsg(e->rd), NULL);
+    return 0;
+  }
+  mw__buf_addstr(&b, "]");
+  add_int_member(&b, "head", last, 0);
+  mw__buf_addc(&b, '}');
+  answer(r, 200, &b);
+  mw__buf_free(&b);
+  return 0;
+}
+
+typedef struct { mw_buf *b; int n; const char *head; } snapctx;
+
+static int snap_json(void *ud, const mw_snapshot *p) {
+  snapctx *x = ud;
+  char hex[65];
+  mw__buf_addstr(x->b, x->n++ ? ",{" : "{");
+  add_int_member(x->b, "created_at", p->created_at, 1);
+  add_int_member(x->b, "cursor", p->cursor, 0);
+  add_str_member(x->b, "fold", p->fold, 0);
+  mw__buf_addstr(x->b, strcmp(p->id, x->head) == 0 ? ",\"head\":true" : ",\"head\":false");
+  add_str_member(x->b, "kind", p->is_head ? "head" : "checkpoint", 0);
+  mw__buf_addstr(x->b, p->safe ? ",\"safe\":true" : ",\"safe\":false");
+  add_str_member(x->b, "snapshot_id", p->id, 0);
+  mw__hex(p->state_hash, 32, hex);
+  add_str_member(x->b, "state_hash", hex, 0);
+  mw__buf_addc(x->b, '}');
+  return 0;
+}
+
+int mw_actor_snapshots(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  int64_t stream;
+  if (need_operator(r, c) || actor_stream(e, r, c, &stream)) return 0;
+  char head[40];
+  mw_buf b = {0};
+  int rc = mw_snapshot_head(e->rd, stream, head);
+  snapctx x = {&b, 0, head};
+  mw__buf_addstr(&b, "{\"snapshots\":[");
+  if (!rc) rc = mw_snapshot_list(e->rd, stream, snap_json, &x);
+  if (rc) {
+    mw__buf_free(&b);
+    answer_error(r, rc, mw_store_errmsg(e->rd), NULL);
+    return 0;
+  }
+  mw__buf_addstr(&b, "]}");
+  answer(r, 200, &b);
+  mw__buf_free(&b);
+  return 0;
+}
+
+typedef struct replay_ctx {
+  mw_engine *e;
+  req *r;
+  int64_t stream, to;
+  char fold_path[1100], fp[65];
+  mw_buf state;
+  mw_hydrated h;
+  int rc;
+  char err[1024];
+  uv_work_t work;
+} replay_ctx;
+
+static void replay_answer(replay_ctx *x) {
+  if (x->rc) {
+    answer_error(x->r, x->rc == MW_EFOLD ? MW_EINTERNAL : x->rc, x->err, NULL);
+  } else {
+    unsigned char h[32];
+    char hex[65];
+    mw__sha256(x->state.p, x->state.len, h);
+    mw__hex(h, 32, hex);
+    mw_buf b = {0};
+    mw__buf_addstr(&b, "{");
+    add_int_member(&b, "cursor", x->to, 1);
+    add_str_member(&b, "fold", x->fp, 0);
+    mw__buf_addstr(&b, ",\"state\":");
+    mw__buf_add(&b, x->state.p, x->state.len);
+    add_str_member(&b, "state_hash", hex, 0);
+    mw__buf_addc(&b, '}');
+    answer(x->r, 200, &b);
+    mw__buf_free(&b);
+  }
+  mw__buf_free(&x->state);
+  free(x);
+}
+
+static void replay_work(uv_work_t *w) {
+  replay_ctx *x = w->data;
+  mw_store *s = NULL;
+  mw_fold *f = NULL;
+  x->rc = mw_store_open(x->e->home, 0, &s, x->err, sizeof x->err);
+  if (!x->rc) x->rc = mw_fold_open(x->fold_path, NULL, &f, x->err, sizeof x->err);
+  if (!x->rc) {
+    mw_hydrate_opts o = {NULL, x->to, -1, 1};
+    x->h.state = &x->state;
+    x->rc = mw_hydrate(s, f, x->stream, &o, &x->h, x->err, sizeof x->err);
+  }
+  mw_fold_close(f);
+  mw_store_close(s);
+}
+
+static void replay_done(uv_work_t *w, int status) {
+  (void)status;
+  replay_answer(w->data);
+}
+
+int mw_actor_replay(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  int64_t stream;
+  if (need_operator(r, c)) return 0;
+  mw_buf body = {0};
+  if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
+  const char *v;
+  size_t vn;
+  int64_t to;
+  if (mw__jfield(body.p, body.len, "to", &v, &vn) || mw__jint(v, vn, &to) || to < 0) {
+    mw__buf_free(&body);
+    answer_error(r, MW_EINVAL, "to must be a cursor (an integer >= 0)", NULL);
+    return 0;
+  }
+  mw__buf_free(&body);
+  if (actor_stream(e, r, c, &stream)) return 0;
+  char err[1024];
+  mw_tenant *t;
+  int rc = get_tenant(e, c->tenant, &t, err, sizeof err);
+  if (rc) {
+    answer_error(r, MW_EINTERNAL, err, NULL);
+    return 0;
+  }
+  int64_t last, newest;
+  mw_log_head(e->rd, stream, &last, NULL);
+  if (to > last) {
+    char m[128];
+    snprintf(m, sizeof m, "cursor %" PRId64 " is past the log's last entry (%" PRId64 ")", to, last);
+    answer_error(r, MW_EINVAL, m, NULL);
+    return 0;
+  }
+  replay_ctx *x = calloc(1, sizeof *x);
+  if (!x) {
+    answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return 0;
+  }
+  x->e = e;
+  x->r = r;
+  x->stream = stream;
+  x->to = to;
+  snprintf(x->fp, sizeof x->fp, "%s", mw_fold_fingerprint(mw__tenant_fold(t)));
+  mw_snapshot_newest(e->rd, stream, x->fp, &newest);
+  int64_t k = e->o.checkpoint_every > 0 ? e->o.checkpoint_every : 100;
+  if (newest > to || to - (newest < 0 ? 0 : newest) > k) {   /* long: off the loop */
+    snprintf(x->fold_path, sizeof x->fold_path, "%s/fold.lua", e->scripts);
+    x->work.data = x;
+    e->offloop++;
+    if (uv_queue_work(e->loop, &x->work, replay_work, replay_done) == 0) return 0;
+  }
+  mw_hydrate_opts o = {NULL, to, -1, 1};
+  x->h.state = &x->state;
+  x->rc = mw_hydrate(e->rd, mw__tenant_fold(t), stream, &o, &x->h, x->err, sizeof x->err);
+  replay_answer(x);
+  return 0;
+}
+
+static int apply_direction(mw_engine *e, job *j) {
+  int rc = mw_store_stream(e->wr, j->tenant, j->actor, 1, &j->stream);
+  if (!rc) rc = mw_log_append(e->wr, j->stream, j->items, 1, MW_ANY, &j->cursor);
+  if (rc) snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
+  return rc;
+}
+
+static void done_direction(mw_engine *e, job *j, int rc) {
+  if (rc) {
+    answer_error(j->r, rc, j->err, NULL);
+  } else {
+    e->entries_appended++;
+    mw_buf b = {0};
+    mw__buf_addstr(&b, "{");
+    add_int_member(&b, "cursor", j->cursor, 1);
+    mw__buf_addc(&b, '}');
+    answer(j->r, 200, &b);
+    mw__buf_free(&b);
+  }
+  free_job(j);
+}
+
+int mw_actor_direction(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  if (need_operator(r, c)) return 0;
+  if (!c->actor || !mw_valid_id(c->actor)) {
+    answer_error(r, MW_EINVAL, "actor_id must be 1-64 of A-Z a-z 0-9 _ . - (not . or ..)", NULL);
+    return 0;
+  }
+  mw_buf body = {0};
+  if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
+  const char *v;
+  size_t vn;
+  if (mw__jfield(body.p, body.len, "direction", &v, &vn)) {
+    mw__buf_free(&body);
+    answer_error(r, MW_EINVAL, "direction is required", NULL);
+    return 0;
+  }
+  job *j = new_job(apply_direction, done_direction, r, NULL);
+  if (j) {
+    j->items = calloc(1, sizeof *j->items);
+    j->bodies = calloc(1, sizeof *j->bodies);
+  }
+  if (!j || !j->items || !j->bodies) {
+    free_job(j);
+    mw__buf_free(&body);
+    answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return 0;
+  }
+  j->nitems = 1;
+  snprintf(j->tenant, sizeof j->tenant, "%s", c->tenant);
+  snprintf(j->actor, sizeof j->actor, "%s", c->actor);
+  mw__buf_addstr(&j->bodies[0], "{\"by\":\"operator\",\"direction\":");
+  mw__buf_add(&j->bodies[0], v, vn);
+  mw__buf_addc(&j->bodies[0], '}');
+  j->items[0] = (mw_append){"direction", j->bodies[0].p, j->bodies[0].len};
+  mw__buf_free(&body);
+  submit(e, j);
+  return 0;
+}
+
+int mw_status(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  if (need_operator(r, c)) return 0;
+  mw_buf b = {0};
+  mw__buf_addstr(&b, "{\"sessions\":[");
+  size_t i = 0;
+  session *s;
+  int n = 0;
+  while ((s = mw__map_next(&e->sessions, &i, NULL))) {
+    if (strcmp(s->tenant, c->tenant) != 0 || !s->open) continue;
+    mw__buf_addstr(&b, n++ ? ",{" : "{");
+    add_str_member(&b, "actor_id", s->actor, 1);
+    add_int_member(&b, "committed", s->committed, 0);
+    add_int_member(&b, "last_seen", s->last_seen, 0);
+    add_int_member(&b, "opened_at", s->opened_at, 0);
+    add_str_member(&b, "profile", s->profile, 0);
+    add_str_member(&b, "session_id", s->id, 0);
+    add_str_member(&b, "trigger", s->trigger, 0);
+    mw__buf_addc(&b, '}');
+  }
+  mw__buf_addstr(&b, "],\"tenant\":");
+  mw__json_string(&b, c->tenant, strlen(c->tenant));
+  char num[160];
+  snprintf(num, sizeof num, ",\"session_ttl_ms\":%" PRId64 ",\"timers\":[],\"reloads\":[]}", e->o.session_ttl_ms);
+  mw__buf_addstr(&b, num);
+  answer(r, 200, &b);
+  mw__buf_free(&b);
+  return 0;
+}
+
+/* ---- metrics ------------------------------------------------------------------------ */
+
+static void metric(mw_buf *b, const char *name, const char *type, const char *help, uint64_t v) {
+  char line[512];
+  snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name, v);
+  mw__buf_addstr(b, line);
+}
+
+static void histogram(mw_buf *b, const char *name, const char *help, const hist *h) {
+  char line[256];
+  snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  mw__buf_addstr(b, line);
+  for (int i = 0; i < NBUCKETS; i++) {
+    snprintf(line, sizeof line, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name, BUCKETS_MS[i] / 1000.0, h->b[i]);
+    mw__buf_addstr(b, line);
+  }
+  snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.6f\n%s_count %" PRIu64 "\n", name,
+           h->n, name, h->sum / 1000.0, name, h->n);
+  mw__buf_addstr(b, line);
+}
+
+int mw_engine_metrics(mw_engine *e, mw_buf *b) {
+  size_t i = 0, open = 0;
+  session *s;
+  while ((s = mw__map_next(&e->sessions, &i, NULL)))
+    if (s->open) open++;
+  metric(b, "mw_sessions_open", "gauge", "Open sessions.", open);
+  metric(b, "mw_wakes_total", "counter", "Wakes answered 200.", e->wakes);
+  metric(b, "mw_runs_total", "counter", "Runs committed.", e->runs);
+  metric(b, "mw_sleeps_total", "counter", "Sleeps answered 200.", e->sleeps);
+  metric(b, "mw_sessions_expired_total", "counter", "Sessions slept by expiry.", e->expired);
+  metric(b, "mw_commits_total", "counter", "Group commits that succeeded.", e->commits);
+  metric(b, "mw_fsyncs_total", "counter", "Group commits attempted (one WAL fsync each).", e->fsyncs);
+  metric(b, "mw_commit_failures_total", "counter", "Group commits that failed.", e->commit_failures);
+  metric(b, "mw_entries_appended_total", "counter", "Log entries appended.", e->entries_appended);
+  metric(b, "mw_snapshot_verification_failures_total", "counter",
+         "Snapshots (heads or checkpoints) that failed verification.", e->snapshot_failures);
+  metric(b, "mw_offloop_jobs_total", "counter", "Long replays run on the thread pool.", e->offloop);
+  histogram(b, "mw_wake_seconds", "Wake latency.", &e->h_wake);
+  histogram(b, "mw_run_seconds", "Run latency.", &e->h_run);
+  histogram(b, "mw_sleep_seconds", "Sleep latency.", &e->h_sleep);
+  return 0;
+}
+
+/* ---- open / close ------------------------------------------------------------------ */
+
+static int restore_session(void *ud, const mw_session_rec *rec) {
+  mw_engine *e = ud;
+  char err[1024];
+  mw_tenant *t;
+  if (get_tenant(e, rec->tenant, &t, err, sizeof err)) {
+    fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot restore session\",\"session\":\"%s\"}\n", rec->id);
+    return 0;
+  }
+  session *s = calloc(1, sizeof *s);
+  if (!s) return 1;
+  s->t = t;
+  snprintf(s->id, sizeof s->id, "%s", rec->id);
+  snprintf(s->tenant, sizeof s->tenant, "%s", rec->tenant);
+  snprintf(s->actor, sizeof s->actor, "%s", rec->actor);
+  snprintf(s->profile, sizeof s->profile, "%s", rec->profile);
+  snprintf(s->trigger, sizeof s->trigger, "%s", rec->trigger);
+  snprintf(s->prior, sizeof s->prior, "%s", rec->prior);
+  snprintf(s->key, sizeof s->key, "%s/%s", rec->tenant, rec->actor);
+  s->committed = rec->committed;
+  s->opened_at = rec->opened_at;
+  s->last_seen = rec->last_seen;
+  s->open = 1;
+  s->waiting_tail = &s->waiting;
+  if (mw_store_stream(e->rd, rec->tenant, rec->actor, 0, &s->stream)) s->stream = 0;
+  if (mw__map_put(&e->sessions, s->id, s) || mw__map_put(&e->awake, s->key, s)) {
+    mw__map_del(&e->sessions, s->id);
+    session_free(s);
+    return 1;
+  }
+  return 0;
+}
+
+int mw_engine_open(const mw_engine_opts *o, mw_engine **out, char *err, size_t errlen) {
+  *out = NULL;
+  mw_engine *e = calloc(1, sizeof *e);
+  if (!e) return MW_ENOMEM;
+  e->o = *o;
+  if (e->o.session_ttl_ms <= 0) e->o.session_ttl_ms = 30 * 60 * 1000;
+  if (e->o.checkpoint_every == 0) e->o.checkpoint_every = 100;
+  snprintf(e->home, sizeof e->home, "%s", o->home);
+  snprintf(e->scripts, sizeof e->scripts, "%s", o->scripts_dir ? o->scripts_dir : MW_SCRIPTS_DIR);
+  snprintf(e->skills, sizeof e->skills, "%s", o->skills_dir ? o->skills_dir : MW_SKILLS_DIR);
+  e->pending_tail = &e->pending;
+  e->batch_tail = &e->batch;
+  int rc = mw_store_open(e->home, 0, &e->rd, err, errlen);
+  if (!rc) rc = mw_store_open(e->home, 0, &e->wr, err, errlen);
+  if (rc) goto fail;
+  /* The loop thread must never wait long on a lock held by another process. */
+  mw_store_busy_timeout(e->wr, 200);
+  if (o->loop) {
+    e->loop = o->loop;
+  } else {
+    if (uv_loop_init(&e->own_loop)) {
+      snprintf(err, errlen, "cannot create an event loop");
+      rc = MW_EINTERNAL;
+      goto fail;
+    }
+    e->loop = &e->own_loop;
+    e->owns_loop = 1;
+  }
+  uv_check_init(e->loop, &e->kick);
+  e->kick.data = e;
+  uv_timer_init(e->loop, &e->expiry);
+  e->expiry.data = e;
+  uint64_t every = (uint64_t)(e->o.session_ttl_ms < 2000 ? e->o.session_ttl_ms / 2 + 1 : 1000);
+  uv_timer_start(&e->expiry, expiry_cb, every, every);
+  uv_unref((uv_handle_t *)&e->expiry);
+  rc = mw__session_each_open(e->rd, restore_session, e);
+  if (rc) {
+    snprintf(err, errlen, "%s", mw_store_errmsg(e->rd));
+    goto fail;
+  }
+  *out = e;
+  return 0;
+fail:
+  mw_engine_close(e);
+  return rc;
+}
+
+int mw_engine_idle(const mw_engine *e) {
+  return e->inflight == 0 && !e->committing && !e->pending && !e->batch;
+}
+
+void mw_engine_stop(mw_engine *e) {
+  if (!e || e->stopped) return;
+  e->stopped = 1;
+  uv_timer_stop(&e->expiry);
+  uv_check_stop(&e->kick);
+  uv_close((uv_handle_t *)&e->expiry, NULL);
+  uv_close((uv_handle_t *)&e->kick, NULL);
+}
+
+void mw_engine_close(mw_engine *e) {
+  if (!e) return;
+  if (e->loop) {
+    mw_engine_stop(e);
+    if (e->owns_loop) {
+      uv_run(e->loop, UV_RUN_DEFAULT);
+      uv_loop_close(e->loop);
+    }
+  }
+  if (e->in_tx) mw_store_rollback(e->wr);
+  size_t i = 0;
+  session *s;
+  while ((s = mw__map_next(&e->sessions, &i, NULL))) session_free(s);
+  i = 0;
+  while ((s = mw__map_next(&e->awake, &i, NULL)))
+    if (!s->id[0]) session_free(s);   /* reserved by a wake that never finished */
+  mw_tenant *t;
+  i = 0;
+  while ((t = mw__map_next(&e->tenants, &i, NULL))) mw__tenant_free(t);
+  mw__map_free(&e->sessions);
+  mw__map_free(&e->awake);
+  mw__map_free(&e->tenants);
+  mw_store_close(e->rd);
+  mw_store_close(e->wr);
+  free(e);
+}
+
+/* ---- the blocking convenience ---------------------------------------------------------- */
+
+typedef struct { int done, status; char *body; size_t len; } sync_box;
+
+static void sync_cb(void *ud, const mw_reply *r) {
+  sync_box *b = ud;
+  b->status = r->status;
+  b->body = malloc(r->body_len + 1);
+  if (b->body) {
+    memcpy(b->body, r->body, r->body_len);
+    b->body[r->body_len] = '\0';
+    b->len = r->body_len;
+  }
+  b->done = 1;
+}
+
+int mw_call_sync(mw_engine *e, mw_call_fn fn, const mw_call *c, int *status, char **body, size_t *len) {
+  sync_box b = {0};
+  int rc = fn(e, c, sync_cb, &b);
+  if (rc) return rc;
+  while (!b.done) uv_run(e->loop, UV_RUN_ONCE);
+  *status = b.status;
+  *body = b.body;
+  *len = b.len;
+  return b.body ? 0 : MW_ENOMEM;
+}

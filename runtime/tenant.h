@@ -1,0 +1,64 @@
+/* tenant.h -- one Lua state per tenant: its Waking (compose), profiles and
+ * skills, under the tenant's own memory cap, instruction and time budgets.
+ * Tenants share no globals, no upvalues, no memory budget. */
+#ifndef MW_TENANT_H
+#define MW_TENANT_H
+#include <stddef.h>
+#include <stdint.h>
+#include "buf.h"
+#include "mw.h"
+
+typedef struct mw_tenant mw_tenant;
+
+typedef struct mw_tenant_conf {
+  const char *scripts_dir;     /* waking.lua, profiles.lua, fold.lua */
+  const char *skills_dir;      /* skills for every tenant */
+  const char *home;            /* HOME/tenants/<name>/skills: the tenant's own */
+  size_t mem_limit;            /* bytes for the tenant's Lua state */
+  int64_t budget;              /* instructions per call */
+  int64_t time_ms;             /* wall-clock per call */
+} mw_tenant_conf;
+
+int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, char *err, size_t errlen);
+void mw__tenant_free(mw_tenant *t);
+const char *mw__tenant_name(const mw_tenant *t);
+mw_fold *mw__tenant_fold(mw_tenant *t);
+size_t mw__tenant_mem(const mw_tenant *t);
+
+/* The profile's fields; 0 when the profile exists. */
+int mw__tenant_profile(mw_tenant *t, const char *profile, char skill[65]);
+int mw__tenant_has_skill(mw_tenant *t, const char *name);
+
+typedef struct mw_compose_in {
+  const char *actor, *profile, *trigger, *context_hint;   /* hint may be NULL */
+  int64_t cursor, head_cursor;
+  const char *state; size_t state_len;                     /* canonical */
+} mw_compose_in;
+
+/* Waking: the briefing (canonical JSON object with the four legs). */
+int mw__tenant_compose(mw_tenant *t, const mw_compose_in *in, mw_buf *briefing, char *err, size_t errlen);
+
+typedef struct mw_staged {
+  char kind[65];
+  mw_buf body;                 /* canonical */
+} mw_staged;
+
+typedef struct mw_run_in {
+  const char *skill, *actor, *session_id, *profile;
+  int64_t cursor;
+  const char *state; size_t state_len;
+  const char *input; size_t input_len;                     /* canonical */
+} mw_run_in;
+
+typedef struct mw_run_out {
+  int rc;                      /* 0, MW_ESKILL, MW_ETIMEOUT, MW_ENOENT, MW_ENOMEM */
+  mw_buf result;               /* canonical JSON of what run returned */
+  mw_staged *staged;
+  size_t nstaged;
+  char message[1024];
+  mw_buf traceback;
+} mw_run_out;
+
+int mw__tenant_run(mw_tenant *t, const mw_run_in *in, mw_run_out *out);
+void mw__run_out_free(mw_run_out *o);
+#endif
