@@ -8,6 +8,7 @@
 #include "mw.h"
 #include "buf.h"
 #include "chain.h"
+#include "corpus.h"
 #include "jfield.h"
 #include "json.h"
 #include "map.h"
@@ -124,6 +125,9 @@ struct job {
   mw_session_rec rec;
   char hint[2048];
   int has_hint;
+  mw_buf corpus;               /* the sweep's corpus to store, at corpus_cursor */
+  int64_t corpus_cursor;
+  char corpus_fp[65];
 };
 
 static int64_t now_ms(void) {
@@ -317,6 +321,7 @@ static void free_job(job *j) {
   mw__buf_free(&j->out);
   mw__buf_free(&j->aux);
   mw__buf_free(&j->ckpt_state);
+  mw__buf_free(&j->corpus);
   free(j);
 }
 
@@ -441,8 +446,10 @@ typedef struct wake_ctx {
   int has_from;
   char hint[2048];
   int has_hint;
-  /* results of hydrate */
-  mw_buf state;
+  /* results of hydrate and of the sweep */
+  mw_buf state, corpus;
+  int64_t swept_from;
+  char sweep_path[1100];
   mw_hydrated h;
   int rc;
   char err[1024];
@@ -451,12 +458,38 @@ typedef struct wake_ctx {
   int64_t last;
 } wake_ctx;
 
+static void wake_ctx_free(wake_ctx *w) {
+  mw__buf_free(&w->state);
+  mw__buf_free(&w->corpus);
+  free(w);
+}
+
 static void wake_fail(wake_ctx *w, int code, const char *msg, const char *extra) {
   mw_engine *e = w->e;
   if (w->s) session_forget(e, w->s);
   answer_error(w->r, code, msg, extra);
-  mw__buf_free(&w->state);
-  free(w);
+  wake_ctx_free(w);
+}
+
+/* The sweep: fold every entry since the sweep cursor into the corpus, up to
+ * the cursor the state is at.  Pure: reads only; the session-open job stores
+ * the corpus and the cursor together. */
+static int sweep(mw_store *s, mw_fold *f, int64_t stream, int64_t to, mw_buf *corpus, int64_t *from,
+                 char *err, size_t errlen) {
+  mw_buf prev = {0};
+  int rc = stream ? mw__corpus_get(s, stream, mw_fold_fingerprint(f), from, &prev) : 0;
+  if (!stream) *from = 0;
+  if (rc) {
+    snprintf(err, errlen, "%s", mw_store_errmsg(s));
+    mw__buf_free(&prev);
+    return rc;
+  }
+  if (*from > to) *from = 0;   /* a log shorter than the record: sweep again */
+  rc = mw_fold_replay(f, s, stream, prev.len ? prev.p : NULL, prev.len, prev.len ? *from : 0, to, 0, corpus, NULL,
+                      err, errlen);
+  if (!prev.len) *from = 0;
+  mw__buf_free(&prev);
+  return rc;
 }
 
 static int apply_open(mw_engine *e, job *j) {
@@ -470,6 +503,7 @@ static int apply_open(mw_engine *e, job *j) {
     /* best effort: a checkpoint that cannot be saved only costs replay later */
     if (mw_store_savepoint(e->wr) == 0) mw_store_release(e->wr, mw_snapshot_put(e->wr, s->stream, &j->ckpt) == 0);
   }
+  if (!rc && j->corpus_cursor) rc = mw__corpus_put(e->wr, s->stream, j->corpus_fp, j->corpus_cursor, j->corpus.p, j->corpus.len);
   if (!rc) rc = mw__session_insert(e->wr, &j->rec);
   if (rc) snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
   return rc;
@@ -526,16 +560,20 @@ static void wake_compose(wake_ctx *w) {
     if (h->last_safe_id[0]) mw__json_string(&j->out, h->last_safe_id, strlen(h->last_safe_id));
     else mw__buf_addstr(&j->out, "null");
     session_forget(e, s);
-    mw__buf_free(&w->state);
-    free(w);
+    wake_ctx_free(w);
     submit(e, j);
     return;
   }
   if (w->rc) return wake_fail(w, w->rc == MW_EFOLD ? MW_EINTERNAL : w->rc, w->err, NULL);
+  if (!w->corpus.len) {   /* swept here unless the thread pool did it */
+    int rc = sweep(e->rd, mw__tenant_sweep(w->t), s->stream, h->cursor, &w->corpus, &w->swept_from, w->err,
+                   sizeof w->err);
+    if (rc) return wake_fail(w, MW_EINTERNAL, w->err, NULL);
+  }
 
   mw_buf briefing = {0};
   mw_compose_in in = {s->actor, s->profile, s->trigger, w->has_hint ? w->hint : NULL, h->cursor,
-                      h->head_cursor, w->state.p, w->state.len};
+                      h->head_cursor, w->state.p, w->state.len, w->corpus.p, w->corpus.len};
   int rc = mw__tenant_compose(w->t, &in, &briefing, err, sizeof err);
   if (rc) {
     mw__buf_free(&briefing);
@@ -571,6 +609,12 @@ static void wake_compose(wake_ctx *w) {
     mw__buf_add(&j->ckpt_state, w->state.p, w->state.len);
     j->ckpt.cursor = h->cursor;
     snprintf(j->ckpt.fold, sizeof j->ckpt.fold, "%s", mw_fold_fingerprint(mw__tenant_fold(w->t)));
+  }
+  if (s->stream && h->cursor > w->swept_from) {   /* the corpus advances with the session */
+    j->corpus_cursor = h->cursor;
+    j->corpus = w->corpus;
+    w->corpus = (mw_buf){0};
+    snprintf(j->corpus_fp, sizeof j->corpus_fp, "%s", mw_fold_fingerprint(mw__tenant_sweep(w->t)));
   }
   if (mw__map_put(&e->sessions, s->id, s)) {
     mw__buf_free(&briefing);
@@ -615,7 +659,7 @@ static void wake_compose(wake_ctx *w) {
   add_str_member(b, "session_id", s->id, 0);
   add_str_member(b, "snapshot_id", h->head_id, 0);
   mw__buf_free(&briefing);
-  free(w);
+  wake_ctx_free(w);
   submit(e, j);
 }
 
@@ -632,6 +676,10 @@ static void wake_work(uv_work_t *wk) {
     w->h.state = &w->state;
     w->rc = mw_hydrate(s, f, w->s->stream, &o, &w->h, w->err, sizeof w->err);
   }
+  mw_fold *sw = NULL;
+  if (!w->rc && !(w->rc = mw_fold_open(w->sweep_path, NULL, &sw, w->err, sizeof w->err)))
+    w->rc = sweep(s, sw, w->s->stream, w->h.cursor, &w->corpus, &w->swept_from, w->err, sizeof w->err);
+  mw_fold_close(sw);
   mw_fold_close(f);
   mw_store_close(s);
 }
@@ -723,13 +771,17 @@ static int do_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, con
     wake_fail(w, rc, mw_store_errmsg(e->rd), NULL);
     return 0;
   }
-  int64_t last, newest;
+  int64_t last, newest, swept = 0;
+  mw_buf probe = {0};
   mw_log_head(e->rd, s->stream, &last, NULL);
   mw_snapshot_newest(e->rd, s->stream, mw_fold_fingerprint(mw__tenant_fold(w->t)), &newest);
+  mw__corpus_get(e->rd, s->stream, mw_fold_fingerprint(mw__tenant_sweep(w->t)), &swept, &probe);
+  mw__buf_free(&probe);
   int64_t k = e->o.checkpoint_every > 0 ? e->o.checkpoint_every : 100;
-  if (w->has_from || last - (newest < 0 ? 0 : newest) > k) {
+  if (w->has_from || last - (newest < 0 ? 0 : newest) > k || last - swept > k) {
     e->offloop++;
     snprintf(w->fold_path, sizeof w->fold_path, "%s/fold.lua", e->scripts);
+    snprintf(w->sweep_path, sizeof w->sweep_path, "%s/sweep.lua", e->scripts);
     w->work.data = w;
     if (uv_queue_work(e->loop, &w->work, wake_work, wake_work_done) == 0) return 0;
   }

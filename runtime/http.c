@@ -195,10 +195,14 @@ static int frame(req *r, int status, const char *ctype, const char *body, size_t
   if (!ctype || !*ctype) ctype = "application/json";
   else if (strlen(ctype) > CTYPE_MAX || strpbrk(ctype, "\r\n")) ctype = "application/octet-stream";
   if (!body) len = 0;
-  n = snprintf(pre, sizeof pre, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", status,
-               reason(status), ctype, len);
+  if (status == 204) /* a 204 has neither body nor Content-Length (RFC 9110 8.6) */
+    n = snprintf(pre, sizeof pre, "HTTP/1.1 204 %s\r\n", reason(status));
+  else
+    n = snprintf(pre, sizeof pre, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n", status,
+                 reason(status), ctype, len);
   if (n < 0 || (size_t)n >= sizeof pre) return -1;
-  blen = r->head ? 0 : len; /* HEAD: the length is announced, the bytes are not sent */
+  /* HEAD: the length is announced, the bytes are not sent. */
+  blen = r->head || status == 204 ? 0 : len;
   if (blen > UINT_MAX - (size_t)n - CONN_LINE_MAX) return -1; /* uv_buf_t lengths are unsigned */
   total = (size_t)n + CONN_LINE_MAX + blen;
   r->out = malloc(total);
@@ -261,26 +265,26 @@ static void end_input(conn *c) {
  * connection whose requests are with the handler; a started request has
  * request_timeout_ms from its first byte (or from when the handler last gave
  * everything back, whichever is later); answers owed after input ended must
- * go out within the same bound; otherwise the idle limit applies. */
+ * make progress within the same bound; otherwise the idle limit runs from
+ * the last progress (quiet_since), so bytes that start no request (bare
+ * CRLFs) do not keep a connection alive. */
 static void arm(conn *c) {
   const mw_http_limits *l = &c->s->lim;
-  uint64_t ms;
+  uint64_t now = uv_now(c->s->loop), from, end;
   if (c->state == LINGER || c->state == CLOSING) return;
   if (c->inflight) {
     uv_timer_stop(&c->timer);
     return;
   }
   if (c->state == OPEN && c->cur) {
-    uint64_t now = uv_now(c->s->loop);
-    uint64_t from = c->t_start > c->quiet_since ? c->t_start : c->quiet_since;
-    uint64_t end = from + l->request_timeout_ms;
-    ms = end > now ? end - now : 0;
+    from = c->t_start > c->quiet_since ? c->t_start : c->quiet_since;
+    end = from + l->request_timeout_ms;
   } else if (c->state == ENDING) {
-    ms = l->request_timeout_ms;
+    end = now + l->request_timeout_ms;
   } else {
-    ms = l->idle_timeout_ms;
+    end = c->quiet_since + l->idle_timeout_ms;
   }
-  uv_timer_start(&c->timer, on_timer, ms, 0);
+  uv_timer_start(&c->timer, on_timer, end > now ? end - now : 0, 0);
 }
 
 static void on_shutdown(uv_shutdown_t *sd, int status) {
@@ -367,6 +371,7 @@ static void on_written(uv_write_t *wr, int status) {
   c->writes--;
   free_req(r);
   if (c->state == CLOSING) return;
+  c->quiet_since = uv_now(c->s->loop);
   if (status < 0) {
     conn_close(c);
     return;

@@ -23,7 +23,7 @@
 struct mw_tenant {
   char name[65];
   lua_State *L;
-  mw_fold *fold;
+  mw_fold *fold, *sweep;
   size_t mem, mem_limit;
   int64_t budget, used;
   uint64_t deadline_ns, time_ns;
@@ -229,6 +229,8 @@ int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, c
   snprintf(path, sizeof path, "%s/fold.lua", c->scripts_dir);
   int rc = mw_fold_open(path, NULL, &t->fold, err, errlen);
   if (rc) goto fail;
+  snprintf(path, sizeof path, "%s/sweep.lua", c->scripts_dir);
+  if ((rc = mw_fold_open(path, NULL, &t->sweep, err, errlen))) goto fail;
   t->L = lua_newstate(talloc, t);
   if (!t->L) { rc = MW_ENOMEM; snprintf(err, errlen, "out of memory"); goto fail; }
   lua_State *L = t->L;
@@ -276,11 +278,13 @@ void mw__tenant_free(mw_tenant *t) {
   if (!t) return;
   if (t->L) lua_close(t->L);
   mw_fold_close(t->fold);
+  mw_fold_close(t->sweep);
   free(t);
 }
 
 const char *mw__tenant_name(const mw_tenant *t) { return t->name; }
 mw_fold *mw__tenant_fold(mw_tenant *t) { return t->fold; }
+mw_fold *mw__tenant_sweep(mw_tenant *t) { return t->sweep; }
 size_t mw__tenant_mem(const mw_tenant *t) { return t->mem; }
 
 int mw__tenant_profile(mw_tenant *t, const char *profile, char skill[65]) {
@@ -327,6 +331,10 @@ static int push_compose(lua_State *L) {
   lua_pop(L, 1);
   if (mw__ljson_decode(L, in->state, in->state_len, err, sizeof err)) return luaL_error(L, "state: %s", err);
   lua_setfield(L, -2, "state");
+  if (in->corpus && in->corpus_len) {
+    if (mw__ljson_decode(L, in->corpus, in->corpus_len, err, sizeof err)) return luaL_error(L, "corpus: %s", err);
+    lua_setfield(L, -2, "corpus");
+  }
   return 2;
 }
 

@@ -23,6 +23,7 @@ int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, c
 void mw__tenant_free(mw_tenant *t);
 const char *mw__tenant_name(const mw_tenant *t);
 mw_fold *mw__tenant_fold(mw_tenant *t);
+mw_fold *mw__tenant_sweep(mw_tenant *t);   /* scripts/sweep.lua: the corpus */
 size_t mw__tenant_mem(const mw_tenant *t);
 
 /* The profile's fields; 0 when the profile exists. */
@@ -33,6 +34,7 @@ typedef struct mw_compose_in {
   const char *actor, *profile, *trigger, *context_hint;   /* hint may be NULL */
   int64_t cursor, head_cursor;
   const char *state; size_t state_len;                     /* canonical */
+  const char *corpus; size_t corpus_len;                   /* the sweep's corpus, canonical */
 } mw_compose_in;
 
 /* Waking: the briefing (canonical JSON object with the four legs). */

@@ -23,14 +23,16 @@ local function sources_leg(req)
   }
 end
 
-local function corpus_leg(req, state)
-  local last = state.last_run
+-- What the sweep folded: counts by kind, the latest items, and the
+-- consolidation point (the head the actor last slept at).
+local function corpus_leg(req)
+  local c = req.corpus or {}
   return {
-    cursor = req.cursor,
+    counts = c.counts or json.object(),
+    latest = c.latest or json.array(),
+    entries = c.entries or 0,
+    swept_to = c.swept_to or 0,
     consolidated_to = req.head_cursor,
-    counts = state.counts or json.object(),
-    last_run = last,
-    handover = state.handover,
   }
 end
 
@@ -49,7 +51,7 @@ return {
     return {
       direction = direction_leg(state),
       sources = sources_leg(req),
-      corpus = corpus_leg(req, state),
+      corpus = corpus_leg(req),
       facts = facts_leg(),
     }
   end,

@@ -1,0 +1,14 @@
+/* corpus.h -- the sweep's durable record per stream: how far the sweep has
+ * folded the log (its cursor) and the corpus it produced, written together
+ * in one statement so that they can never disagree.  Storage layer. */
+#ifndef MW_CORPUS_H
+#define MW_CORPUS_H
+#include <stdint.h>
+#include "buf.h"
+#include "mw.h"
+
+/* Loads the record: *cursor = 0 and out empty when there is none or it was
+ * made by another sweep script (fingerprint fp). */
+int mw__corpus_get(mw_store *s, int64_t stream, const char *fp, int64_t *cursor, mw_buf *out);
+int mw__corpus_put(mw_store *s, int64_t stream, const char *fp, int64_t cursor, const char *corpus, size_t len);
+#endif
