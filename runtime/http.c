@@ -1,22 +1,22 @@
 /* http.c -- the host's HTTP/1.1 server: accepts on libuv, parses with
  * http_parser, hands complete requests to one handler and writes its answers
- * back in request order.  It frames bytes and nothing more: it never looks
- * into bodies, never exits, and never lets a client hold memory or a socket
- * beyond the configured limits.
- *
- * Lifecycle, in prose.  A connection is OPEN while it reads and parses;
- * ENDING once no further request will be parsed (the client asked to close,
- * sent EOF, broke the protocol, timed out, or the server drains) and it waits
- * for the answers it owes; LINGER after the last answer is written, the write
- * side shut and unread input discarded so that closing cannot reset the
- * answer away; CLOSING once uv_close is called.  The conn is freed when both
- * of its handles have closed.  A request belongs to its connection until it
- * is handed to the handler; from then on the handler holds it until
+ * back in request order.  It never exits, and never lets a client hold memory
+ * or a socket beyond the configured limits. */
+
+/* Lifecycle.  A connection is OPEN while it reads and parses; ENDING once no
+ * further request will be parsed (the client asked to close, sent EOF, broke
+ * the protocol, timed out, or the server drains) and it waits for the answers
+ * it owes; LINGER after the last answer is written, the write side shut and
+ * unread input discarded so that closing cannot reset the answer away;
+ * CLOSING once uv_close is called.  The conn is freed when both of its
+ * handles have closed.  A request belongs to its connection until it is
+ * handed to the handler; from then on the handler holds it until
  * mw__http_respond, even if the connection dies first (it is then detached:
  * r->c is NULL and responding only frees it).  The server counts handed,
  * unanswered requests, and a drain completes only when that count, the
  * connection list and the listener are all gone. */
 #include "http.h"
+#include "mw.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -84,7 +84,7 @@ struct conn {
   int nq, inflight, writes, handles, state;
   unsigned reading : 1, eof : 1, counted : 1, stop : 1, cont_busy : 1;
   size_t hdr_bytes;
-  int err_status;      /* set by a parser callback that refuses the request */
+  int err_status, err_code; /* set by a parser callback that refuses the request */
   const char *err_msg;
   char *pend;          /* input left unparsed while the FIFO is full */
   size_t pend_len;
@@ -174,14 +174,15 @@ static const char *reason(int status) {
   return "Unknown";
 }
 
-/* The contract's error code for the answers this layer makes itself. */
-static const char *error_code(int status) {
-  switch (status) {
-    case 413: return "payload_too_large";
-    case 500: return "internal";
-    case 503: return "unavailable";
+/* The contract's error code, from the one table in mw.h. */
+static const char *error_code(int err) {
+  switch (err) {
+#define XX(name, val, http, code, msg) \
+  case MW_##name: return code;
+    MW_ERRNO_MAP(XX)
+#undef XX
   }
-  return "bad_request";
+  return "internal";
 }
 
 /* Lays out r->out so that flush only has to drop in the Connection line:
@@ -393,7 +394,7 @@ static void on_cont_written(uv_write_t *wr, int status) {
 
 /* Queues an answer of this layer's own after whatever c already owes, and
  * ends the connection's input: the connection closes once it is written. */
-static void fail(conn *c, int status, const char *msg) {
+static void fail(conn *c, int status, int err, const char *msg) {
   char body[256];
   req *r;
   int n;
@@ -409,7 +410,7 @@ static void fail(conn *c, int status, const char *msg) {
   r->answered = 1;
   /* msg comes from this file or http_errno_description: no quotes or
    * backslashes to escape. */
-  n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", error_code(status), msg);
+  n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", error_code(err), msg);
   if (n < 0 || (size_t)n >= sizeof body || frame(r, status, "application/json", body, (size_t)n)) {
     free_req(r);
     conn_close(c);
@@ -497,7 +498,7 @@ static void on_timer(uv_timer_t *t) {
   if (c->state == OPEN && c->cur) {
     /* A request that started and did not finish in time: a slow client. */
     c->s->st.timeouts++;
-    fail(c, 408, "request timeout");
+    fail(c, 408, MW_EINVAL, "request timeout");
     return;
   }
   if (c->state == OPEN && !c->nq && !c->writes) {
@@ -510,22 +511,23 @@ static void on_timer(uv_timer_t *t) {
 
 /* ---- parsing ------------------------------------------------------------ */
 
-static int refuse(conn *c, int status, const char *msg) {
+static int refuse(conn *c, int status, int err, const char *msg) {
   c->err_status = status;
+  c->err_code = err;
   c->err_msg = msg;
   return -1; /* for on_headers_complete, anything but 0, 1 or 2 is an error */
 }
 
 static int count_header(conn *c, size_t n) {
   c->hdr_bytes += n;
-  if (c->hdr_bytes > c->s->lim.max_header_bytes) return refuse(c, 431, "request header fields too large");
+  if (c->hdr_bytes > c->s->lim.max_header_bytes) return refuse(c, 431, MW_EINVAL, "request header fields too large");
   return 0;
 }
 
 static int on_begin(http_parser *p) {
   conn *c = p->data;
   req *r = calloc(1, sizeof *r);
-  if (!r) return refuse(c, 500, "out of memory");
+  if (!r) return refuse(c, 500, MW_ENOMEM, "out of memory");
   r->s = c->s;
   r->c = c;
   free_req(c->cur);
@@ -538,7 +540,7 @@ static int on_begin(http_parser *p) {
 static int on_url(http_parser *p, const char *at, size_t n) {
   conn *c = p->data;
   if (count_header(c, n)) return -1;
-  if (sbuf_add(&c->cur->url, at, n)) return refuse(c, 500, "out of memory");
+  if (sbuf_add(&c->cur->url, at, n)) return refuse(c, 500, MW_ENOMEM, "out of memory");
   return 0;
 }
 
@@ -576,7 +578,7 @@ static int on_hvalue(http_parser *p, const char *at, size_t n) {
   if (r->headers_done) return 0;
   if (r->hstate == HS_FIELD) begin_value(r);
   r->hstate = HS_VALUE;
-  if (r->hkind == HK_AUTH && sbuf_add(&r->auth, at, n)) return refuse(c, 500, "out of memory");
+  if (r->hkind == HK_AUTH && sbuf_add(&r->auth, at, n)) return refuse(c, 500, MW_ENOMEM, "out of memory");
   if (r->hkind == HK_EXPECT) {
     if (r->expect_len + n <= sizeof r->expect) memcpy(r->expect + r->expect_len, at, n);
     r->expect_len += n;
@@ -645,13 +647,13 @@ static int on_headers(http_parser *p) {
   const mw_http_limits *l = &c->s->lim;
   if (r->hstate == HS_FIELD) begin_value(r); /* last header had no value bytes */
   r->headers_done = 1;
-  if (r->dup_auth) return refuse(c, 400, "more than one Authorization header");
-  if (split_url(r)) return refuse(c, 400, "bad request target");
+  if (r->dup_auth) return refuse(c, 400, MW_EINVAL, "more than one Authorization header");
+  if (split_url(r)) return refuse(c, 400, MW_EINVAL, "bad request target");
   r->pub.method = http_method_str((enum http_method)p->method);
   r->head = p->method == HTTP_HEAD;
   if ((p->flags & F_CONTENTLENGTH) && !(p->flags & F_CHUNKED)) {
-    if (p->content_length > l->max_body_bytes) return refuse(c, 413, "payload too large");
-    if (sbuf_reserve(&r->body, (size_t)p->content_length)) return refuse(c, 500, "out of memory");
+    if (p->content_length > l->max_body_bytes) return refuse(c, 413, MW_ETOOBIG, "payload too large");
+    if (sbuf_reserve(&r->body, (size_t)p->content_length)) return refuse(c, 500, MW_ENOMEM, "out of memory");
   }
   if (r->expect_len == 12 && !strncasecmp(r->expect, "100-continue", 12) &&
       ((p->flags & F_CHUNKED) || ((p->flags & F_CONTENTLENGTH) && p->content_length > 0)))
@@ -662,8 +664,8 @@ static int on_headers(http_parser *p) {
 static int on_body(http_parser *p, const char *at, size_t n) {
   conn *c = p->data;
   req *r = c->cur;
-  if (n > c->s->lim.max_body_bytes - r->body.len) return refuse(c, 413, "payload too large");
-  if (sbuf_add(&r->body, at, n)) return refuse(c, 500, "out of memory");
+  if (n > c->s->lim.max_body_bytes - r->body.len) return refuse(c, 413, MW_ETOOBIG, "payload too large");
+  if (sbuf_add(&r->body, at, n)) return refuse(c, 500, MW_ENOMEM, "out of memory");
   return 0;
 }
 
@@ -732,7 +734,7 @@ static void process(conn *c, const char *data, size_t len) {
                       : status == 431 ? "request header fields too large"
                                       : http_errno_description(e);
     if (status != 500) c->s->st.parse_errors++;
-    fail(c, status, msg);
+    fail(c, status, c->err_status ? c->err_code : MW_EINVAL, msg);
   }
   handoff(c);
 }
@@ -809,7 +811,7 @@ static void on_connection(uv_stream_t *ls, int status) {
   c->quiet_since = uv_now(s->loop);
   if (s->open >= s->lim.max_connections) {
     s->st.rejected++;
-    fail(c, 503, "too many connections");
+    fail(c, 503, MW_EUNAVAIL, "too many connections");
     return;
   }
   c->counted = 1;
@@ -984,6 +986,10 @@ void mw__http_drain(mw_http *s, void (*done)(void *ud), void *ud) {
   }
 }
 
+/* accepted counts connections admitted (rejected ones are only in rejected);
+ * requests counts those handed to the handler; parse_errors the 400, 413 and
+ * 431 answers of this layer; timeouts the slow requests (408) and the answers
+ * a client would not take; an idle keep-alive expiring is not a timeout. */
 void mw__http_stats(const mw_http *s, mw_http_stats *out) {
   if (!out) return;
   memset(out, 0, sizeof *out);

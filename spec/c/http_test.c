@@ -638,8 +638,17 @@ static void t_close(void) {
   CHECK(!cl_send(&A, "GET /again HTTP/1.1\r\n\r\n") && !cl_read(&A, &r) && r.status == 200, "reuse");
   resp_free(&r);
   cl_close(&A);
+  /* An Upgrade is answered as a plain request, and then the connection ends. */
+  CHECK(!cl_open(&A, port), "connect failed");
+  CHECK(!cl_send(&A, "GET /up HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x05hello"),
+        "send");
+  CHECK(!cl_read(&A, &r) && r.status == 200 && r.close && has(r.body, "/up"), "upgrade: %d close=%d", r.status,
+        r.close);
+  CHECK(cl_eof(&A), "upgrade not closed");
+  resp_free(&r);
+  cl_close(&A);
   CHECK(quiet(), "%s", why);
-  report(ok, "Connection: close and HTTP/1.0 close after the answer; 1.0 keep-alive stays", got);
+  report(ok, "Connection: close, HTTP/1.0 and Upgrade close after the answer; 1.0 keep-alive stays", got);
 }
 
 static void t_limit(void) {
