@@ -7,8 +7,10 @@
  *   load cycle -p PORT -t TOKEN -c CLIENTS -d SECS -s BYTES -a PREFIX [-P PID]
  *        wake -> run (input of BYTES) -> sleep (with a handover), in a loop;
  *        client i drives actor PREFIX<i>
- *   load wake  -p PORT -t TOKEN -a ACTOR -n ITERS [-P PID]
- *        wake ACTOR, sleep it (nothing committed, no handover), ITERS times
+ *   load wake  -p PORT -t TOKEN -a ACTOR[,ACTOR...] -n ITERS [-w WARM] [-P PID]
+ *        wake each actor and sleep it (nothing committed, no handover), the
+ *        actors in turn, ITERS rounds after WARM uncounted ones (default 5);
+ *        prints ACTOR.key lines per actor besides the totals
  *
  * Prints `key value` lines for the driver: requests, rates, client-side and
  * server-side (the answer's latency_ms) p50/p99 per call, non-200 counts,
@@ -91,6 +93,7 @@ static double pct(const samples *s, double p) {
 
 typedef struct {
   int id, fd;
+  char name[80];             /* wake mode: the actor */
   char *in;                    /* response buffer */
   size_t in_cap, in_len;
   char *out;                   /* request buffer */
@@ -313,18 +316,50 @@ static void *client_main(void *arg) {
                    sid, (unsigned long long)c->cycles);
       if (call(c, C_SLEEP, "POST", "/v1/sleep", buf, (size_t)n, &resp, &rlen) == 200) c->cycles++;
     }
-  } else {   /* wake */
-    for (int i = 0; i < iters; i++) {
-      int n = snprintf(buf, sizeof buf, "{\"actor_id\":\"%s\"}", actor);
-      if (call(c, C_WAKE, "POST", "/v1/wake", buf, (size_t)n, &resp, &rlen) != 200) continue;
-      note_wake(c, resp, rlen);
-      if (session_of(resp, sid, sizeof sid)) die("wake answered no session_id");
-      n = snprintf(buf, sizeof buf, "{\"session_id\":\"%s\"}", sid);
-      if (call(c, C_SLEEP, "POST", "/v1/sleep", buf, (size_t)n, &resp, &rlen) == 200) c->cycles++;
-    }
   }
   free(req);
   return NULL;
+}
+
+/* Wake mode: one thread, the actors in turn (so that the machine's drift
+ * touches them alike), WARM uncounted rounds first. */
+static void wake_rounds(client *cs, int n, int warm) {
+  char buf[256], sid[80], *resp;
+  size_t rlen;
+  for (int i = 0; i < n; i++) conn_open(&cs[i]);
+  for (int round = 0; round < warm + iters; round++) {
+    if (round == warm)
+      for (int i = 0; i < n; i++) {
+        client *c = &cs[i];
+        for (int k = 0; k < NCALLS; k++) c->client[k].n = c->server[k].n = 0, c->ok[k] = c->bad[k] = 0;
+        c->cycles = 0;
+        c->replayed_min = c->replayed_max = -1;
+      }
+    for (int i = 0; i < n; i++) {
+      client *c = &cs[i];
+      int m = snprintf(buf, sizeof buf, "{\"actor_id\":\"%s\"}", c->name);
+      if (call(c, C_WAKE, "POST", "/v1/wake", buf, (size_t)m, &resp, &rlen) != 200) continue;
+      note_wake(c, resp, rlen);
+      if (session_of(resp, sid, sizeof sid)) die("wake answered no session_id");
+      m = snprintf(buf, sizeof buf, "{\"session_id\":\"%s\"}", sid);
+      if (call(c, C_SLEEP, "POST", "/v1/sleep", buf, (size_t)m, &resp, &rlen) == 200) c->cycles++;
+    }
+  }
+}
+
+static void print_calls(const char *pre, samples *cl, samples *sv, const uint64_t *ok, const uint64_t *bad) {
+  for (int k = 0; k < NCALLS; k++) {
+    if (!ok[k] && !bad[k]) continue;
+    qsort(cl[k].v, cl[k].n, sizeof(double), cmp_double);
+    qsort(sv[k].v, sv[k].n, sizeof(double), cmp_double);
+    printf("%s%s_ok %llu\n%s%s_non200 %llu\n", pre, CALL_NAME[k], (unsigned long long)ok[k], pre, CALL_NAME[k],
+           (unsigned long long)bad[k]);
+    printf("%s%s_client_p50_ms %.3f\n%s%s_client_p99_ms %.3f\n", pre, CALL_NAME[k], pct(&cl[k], .50), pre,
+           CALL_NAME[k], pct(&cl[k], .99));
+    if (sv[k].n)
+      printf("%s%s_server_p50_ms %.3f\n%s%s_server_p99_ms %.3f\n%s%s_server_max_ms %.3f\n", pre, CALL_NAME[k],
+             pct(&sv[k], .50), pre, CALL_NAME[k], pct(&sv[k], .99), pre, CALL_NAME[k], sv[k].v[sv[k].n - 1]);
+  }
 }
 
 /* ---- CPU ------------------------------------------------------------------------- */
@@ -354,15 +389,29 @@ static double server_cpu(void) {
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* Busy CPU seconds of the whole machine (all cores), from /proc/stat; -1 when unknown. */
+static double host_busy(void) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return -1;
+  unsigned long long v[8] = {0};
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                 &v[7]);
+  fclose(f);
+  if (n < 5) return -1;
+  unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];   /* all but idle and iowait */
+  return (double)busy / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void usage(void) {
   fputs("usage: load hello|cycle|wake -p PORT [-t TOKEN] [-c CLIENTS] [-d SECS] [-s BYTES]\n"
-        "            [-a PREFIX_OR_ACTOR] [-n ITERS] [-P SERVER_PID]\n", stderr);
+        "            [-a PREFIX | ACTOR,ACTOR...] [-n ITERS] [-w WARM] [-P SERVER_PID]\n", stderr);
   exit(2);
 }
 
 int main(int argc, char **argv) {
+  int warm = 5;
   if (argc < 2) usage();
   mode = argv[1];
   if (strcmp(mode, "hello") && strcmp(mode, "cycle") && strcmp(mode, "wake")) usage();
@@ -377,29 +426,48 @@ int main(int argc, char **argv) {
     else if (!strcmp(o, "-a")) prefix = actor = v;
     else if (!strcmp(o, "-n")) iters = atoi(v);
     else if (!strcmp(o, "-P")) server_pid = atol(v);
+    else if (!strcmp(o, "-w")) warm = atoi(v);
     else usage();
   }
   if (port <= 0 || clients <= 0) usage();
-  if (!strcmp(mode, "wake")) clients = 1;
+  int waking = !strcmp(mode, "wake");
+  if (waking) {   /* -a a,b,c: one client per actor, all on this thread */
+    clients = 1;
+    for (const char *p = actor; *p; p++) clients += *p == ',';
+  }
   filler = run_body(payload, &filler_len);
 
   client *cs = calloc((size_t)clients, sizeof *cs);
   if (!cs) die("out of memory");
-  pthread_barrier_init(&start_line, NULL, (unsigned)clients + 1);
   for (int i = 0; i < clients; i++) {
     cs[i].id = i;
     cs[i].fd = -1;
     cs[i].replayed_min = -1;
-    if (pthread_create(&cs[i].th, NULL, client_main, &cs[i])) die("pthread_create");
   }
-  double cpu0 = self_cpu(), scpu0 = server_cpu();
-  t_start = now_s();
-  t_deadline = t_start + secs;
-  pthread_barrier_wait(&start_line);
-  for (int i = 0; i < clients; i++) pthread_join(cs[i].th, NULL);
+  double cpu0 = self_cpu(), scpu0 = server_cpu(), host0 = host_busy();
+  if (waking) {
+    const char *p = actor;
+    for (int i = 0; i < clients; i++) {
+      size_t n = strcspn(p, ",");
+      if (n == 0 || n >= sizeof cs[i].name) usage();
+      memcpy(cs[i].name, p, n);
+      p += n + (p[n] == ',');
+    }
+    t_start = now_s();
+    wake_rounds(cs, clients, warm);
+  } else {
+    pthread_barrier_init(&start_line, NULL, (unsigned)clients + 1);
+    for (int i = 0; i < clients; i++)
+      if (pthread_create(&cs[i].th, NULL, client_main, &cs[i])) die("pthread_create");
+    t_start = now_s();
+    t_deadline = t_start + secs;
+    pthread_barrier_wait(&start_line);
+    for (int i = 0; i < clients; i++) pthread_join(cs[i].th, NULL);
+  }
   double elapsed = now_s() - t_start;
   double cpu = self_cpu() - cpu0, scpu1 = server_cpu();
   double scpu = scpu0 >= 0 && scpu1 >= 0 ? scpu1 - scpu0 : -1;
+  double host1 = host_busy(), host = host0 >= 0 && host1 >= 0 ? host1 - host0 : -1;
 
   samples cl[NCALLS] = {{0}}, sv[NCALLS] = {{0}};
   uint64_t ok[NCALLS] = {0}, bad[NCALLS] = {0}, reconnects = 0, cycles = 0, requests = 0, non200 = 0;
@@ -435,22 +503,24 @@ int main(int argc, char **argv) {
     printf("payload_bytes %zu\nstate_bytes %ld\nwake_bytes %ld\nreplayed_min %lld\nreplayed_max %lld\n", payload,
            state_bytes, wake_bytes, (long long)rmin, (long long)rmax);
   }
-  for (int k = 0; k < NCALLS; k++) {
-    if (!ok[k] && !bad[k]) continue;
-    qsort(cl[k].v, cl[k].n, sizeof(double), cmp_double);
-    qsort(sv[k].v, sv[k].n, sizeof(double), cmp_double);
-    printf("%s_ok %llu\n%s_non200 %llu\n", CALL_NAME[k], (unsigned long long)ok[k], CALL_NAME[k],
-           (unsigned long long)bad[k]);
-    printf("%s_client_p50_ms %.3f\n%s_client_p99_ms %.3f\n", CALL_NAME[k], pct(&cl[k], .50), CALL_NAME[k],
-           pct(&cl[k], .99));
-    if (sv[k].n)
-      printf("%s_server_p50_ms %.3f\n%s_server_p99_ms %.3f\n", CALL_NAME[k], pct(&sv[k], .50), CALL_NAME[k],
-             pct(&sv[k], .99));
-  }
+  print_calls("", cl, sv, ok, bad);
+  if (waking)   /* per actor: NAME.key */
+    for (int i = 0; i < clients; i++) {
+      client *c = &cs[i];
+      char pre[96];
+      snprintf(pre, sizeof pre, "%s.", c->name);
+      printf("%sstate_bytes %ld\n%swake_bytes %ld\n%sreplayed_min %lld\n%sreplayed_max %lld\n", pre, c->state_bytes,
+             pre, c->wake_bytes, pre, (long long)c->replayed_min, pre, (long long)c->replayed_max);
+      print_calls(pre, c->client, c->server, c->ok, c->bad);
+    }
   printf("gen_cpu_s %.3f\ngen_cpu_us_per_req %.1f\n", cpu, requests ? cpu * 1e6 / (double)requests : 0);
   if (scpu >= 0) {
     printf("server_cpu_s %.3f\nserver_cpu_us_per_req %.1f\n", scpu, requests ? scpu * 1e6 / (double)requests : 0);
     if (cycles) printf("server_cpu_us_per_cycle %.1f\n", scpu * 1e6 / (double)cycles);
+  }
+  if (host >= 0) {   /* what the rest of the machine burnt meanwhile: the run's noise */
+    printf("host_busy_cpu_s %.3f\nhost_cores %ld\n", host, sysconf(_SC_NPROCESSORS_ONLN));
+    if (scpu >= 0) printf("other_cpu_s %.3f\nother_cpu_share %.2f\n", host - cpu - scpu, (host - cpu - scpu) / elapsed);
   }
   if (first_error) printf("first_error %s\n", first_error);
   return 0;

@@ -337,7 +337,14 @@ local function main()
   print(string.format("MW store bench -- %s, %s, %d entries, %s",
                       os.date("!%Y-%m-%d"), capture("uname -m"):gsub("%s+$", ""), N,
                       capture("nproc"):gsub("%s+$", "") .. " cores"))
-  print(string.format("home %s (WAL, synchronous=FULL)\n", HOME))
+  local function loadavg()
+    local f = io.open("/proc/loadavg")
+    local l = f and f:read("l") or "?"
+    if f then f:close() end
+    return l:match("^(%S+ %S+ %S+)") or l
+  end
+  print(string.format("home %s (WAL, synchronous=FULL); load average %s", HOME, loadavg()))
+  print("(other work on this machine moves every figure; compare MW with its ceiling)\n")
   local t0 = now()
   bench_single(home)
   local log, n = bench_batch(home)
@@ -347,7 +354,8 @@ local function main()
   local state = bench_snapshot(home)
   bench_decode(state)
   home:close()
-  print(string.format("\n(%.0f s)\n\n| figure | MW | ceiling | target |\n| --- | --- | --- | --- |", now() - t0))
+  print(string.format("\n(%.0f s; load average now %s)\n\n| figure | MW | ceiling | target |\n| --- | --- | --- | --- |",
+                      now() - t0, loadavg()))
   for _, r in ipairs(rows) do print("| " .. table.concat(r, " | ") .. " |") end
 end
 

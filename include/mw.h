@@ -103,6 +103,9 @@ int mw_store_keyed(const mw_store *s);            /* 1 when the chain is an HMAC
 int mw_store_begin(mw_store *s);
 int mw_store_commit(mw_store *s);     /* MW_EUNAVAIL when COMMIT (or its fsync) fails */
 void mw_store_rollback(mw_store *s);
+/* After a failed commit: overwrite the refused transaction's WAL frames so a
+ * restart cannot recover them (see store.c). */
+void mw_store_scrub(mw_store *s);
 
 /* Group commit plumbing: a per-job SAVEPOINT inside the open transaction,
  * released (ok) or rolled back; and how long a write waits for a lock. */
@@ -200,6 +203,8 @@ typedef struct mw_hydrate_opts {
   int64_t ckpt_every;          /* checkpoint interval K; 0 = default 100; <0 = none */
   int no_write;                /* write nothing: report unsafe snapshots in `unsafe` instead
                                   of marking them, save no checkpoint (for read connections) */
+  int replay;                  /* a replay, not a wake: a bad head is skipped like any bad
+                                  snapshot instead of refusing with MW_ECORRUPT */
 } mw_hydrate_opts;
 
 typedef struct mw_hydrated {

@@ -274,7 +274,7 @@ static int cmd_replay(int argc, char **argv) {
   }
   mw_buf b = {0};
   mw_hydrated h = {.state = &b};
-  mw_hydrate_opts ho = {NULL, o.to, 0, 0};
+  mw_hydrate_opts ho = {.to = o.to, .replay = 1};
   rc = mw_hydrate(s, f, stream, &ho, &h, err, sizeof err);
   if (rc) fprintf(stderr, "mw replay: %s\n", err);
   else printf("%.*s\n", (int)b.len, b.p);

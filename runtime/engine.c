@@ -210,7 +210,10 @@ static req *new_req(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, hi
 static void commit_work(uv_work_t *w) {
   mw_engine *e = w->data;
   e->commit_rc = mw_store_commit(e->wr);
-  if (e->commit_rc) snprintf(e->commit_err, sizeof e->commit_err, "%s", mw_store_errmsg(e->wr));
+  if (e->commit_rc) {
+    snprintf(e->commit_err, sizeof e->commit_err, "%s", mw_store_errmsg(e->wr));
+    mw_store_scrub(e->wr);
+  }
 }
 
 static void apply_pending(mw_engine *e);
@@ -672,7 +675,8 @@ static void wake_work(uv_work_t *wk) {
   w->rc = mw_store_open(w->e->home, 0, &s, w->err, sizeof w->err);
   if (!w->rc) w->rc = mw_fold_open(w->fold_path, NULL, &f, w->err, sizeof w->err);
   if (!w->rc) {
-    mw_hydrate_opts o = {w->has_from ? w->from : NULL, -1, w->e->o.checkpoint_every, 1};
+    mw_hydrate_opts o = {.from_snapshot = w->has_from ? w->from : NULL, .to = -1,
+                         .ckpt_every = w->e->o.checkpoint_every, .no_write = 1};
     w->h.state = &w->state;
     w->rc = mw_hydrate(s, f, w->s->stream, &o, &w->h, w->err, sizeof w->err);
   }
@@ -785,7 +789,8 @@ static int do_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, con
     w->work.data = w;
     if (uv_queue_work(e->loop, &w->work, wake_work, wake_work_done) == 0) return 0;
   }
-  mw_hydrate_opts o = {w->has_from ? w->from : NULL, -1, k, 1};
+  mw_hydrate_opts o = {.from_snapshot = w->has_from ? w->from : NULL, .to = -1, .ckpt_every = k,
+                       .no_write = 1};
   w->h.state = &w->state;
   w->rc = mw_hydrate(e->rd, mw__tenant_fold(w->t), s->stream, &o, &w->h, w->err, sizeof w->err);
   wake_compose(w);
@@ -852,7 +857,7 @@ static int ensure_state(mw_engine *e, session *s, char *err, size_t errlen) {
     if (!rc) s->cursor = 0, s->state_ok = 1;
     return rc;
   }
-  mw_hydrate_opts o = {NULL, -1, e->o.checkpoint_every, 1};
+  mw_hydrate_opts o = {.to = -1, .ckpt_every = e->o.checkpoint_every, .no_write = 1};
   mw_hydrated h = {.state = &s->state};
   int rc = mw_hydrate(e->rd, mw__tenant_fold(s->t), s->stream, &o, &h, err, errlen);
   if (rc == MW_ECORRUPT) {   /* the head is bad: rebuild from genesis for this session */
@@ -1352,7 +1357,7 @@ static void replay_work(uv_work_t *w) {
   x->rc = mw_store_open(x->e->home, 0, &s, x->err, sizeof x->err);
   if (!x->rc) x->rc = mw_fold_open(x->fold_path, NULL, &f, x->err, sizeof x->err);
   if (!x->rc) {
-    mw_hydrate_opts o = {NULL, x->to, -1, 1};
+    mw_hydrate_opts o = {.to = x->to, .ckpt_every = -1, .no_write = 1, .replay = 1};
     x->h.state = &x->state;
     x->rc = mw_hydrate(s, f, x->stream, &o, &x->h, x->err, sizeof x->err);
   }
@@ -1415,7 +1420,7 @@ int mw_actor_replay(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
     e->offloop++;
     if (uv_queue_work(e->loop, &x->work, replay_work, replay_done) == 0) return 0;
   }
-  mw_hydrate_opts o = {NULL, to, -1, 1};
+  mw_hydrate_opts o = {.to = to, .ckpt_every = -1, .no_write = 1, .replay = 1};
   x->h.state = &x->state;
   x->rc = mw_hydrate(e->rd, mw__tenant_fold(t), stream, &o, &x->h, x->err, sizeof x->err);
   replay_answer(x);

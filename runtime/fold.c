@@ -61,6 +61,9 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
   f->used += HOOK_EVERY;
   if (f->used > f->budget) {
     f->over = 1;
+    /* From now on every instruction raises: a pcall that caught this one
+     * cannot run on, since the code it returns to fails at once. */
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, 1);
     luaL_error(L, "fold ran past its instruction budget");
   }
 }

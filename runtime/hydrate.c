@@ -107,7 +107,7 @@ int mw_hydrate(mw_store *s, mw_fold *f, int64_t stream, const mw_hydrate_opts *o
       mw_snapshot_free(&start);
       have_start = 0;
     }
-  } else if (to == last) {
+  } else if (to == last && !(opts && opts->replay)) {
     /* A wake: the head must verify, or the caller must name a recovery. */
     char head[40];
     if ((rc = mw_snapshot_head(s, stream, head))) {

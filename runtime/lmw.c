@@ -421,7 +421,7 @@ static int log_hydrate(lua_State *L) {
   llog *g;
   mw_store *s = tolog(L, 1, &g);
   mw_fold *f = tofold(L, 2);
-  mw_hydrate_opts o = {NULL, -1, 0, 0};
+  mw_hydrate_opts o = {.to = -1};
   if (lua_istable(L, 3)) {
     lua_getfield(L, 3, "from_snapshot");
     o.from_snapshot = luaL_optstring(L, -1, NULL);
@@ -429,7 +429,9 @@ static int log_hydrate(lua_State *L) {
     o.to = luaL_optinteger(L, -1, -1);
     lua_getfield(L, 3, "checkpoint_every");
     o.ckpt_every = luaL_optinteger(L, -1, 0);
-    lua_pop(L, 3);   /* the from_snapshot string stays referenced by the table */
+    lua_getfield(L, 3, "replay");
+    o.replay = lua_toboolean(L, -1);
+    lua_pop(L, 4);   /* the from_snapshot string stays referenced by the table */
   }
   mw_buf b = {0};
   mw_hydrated h = {.state = &b};
@@ -462,9 +464,11 @@ static int log_replay(lua_State *L) {
   lua_Integer to = luaL_checkinteger(L, 3);
   luaL_argcheck(L, to >= 0, 3, "cursor must be >= 0");
   lua_settop(L, 2);
-  lua_createtable(L, 0, 1);
+  lua_createtable(L, 0, 2);
   lua_pushinteger(L, to);
   lua_setfield(L, -2, "to");
+  lua_pushboolean(L, 1);
+  lua_setfield(L, -2, "replay");
   return log_hydrate(L);
 }
 
@@ -484,7 +488,7 @@ static int log_snapshot(lua_State *L) {
     lua_pop(L, 1);
   }
   mw_hydrated h = {.state = &b};
-  mw_hydrate_opts o = {NULL, -1, -1, 0};
+  mw_hydrate_opts o = {.to = -1, .ckpt_every = -1};
   rc = mw_hydrate(s, f, g->stream, &o, &h, err, sizeof err);
   if (rc) {
     mw__buf_free(&b);

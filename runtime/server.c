@@ -143,7 +143,11 @@ static void handle(void *ud, mw_http_req *req) {
   else if (get && !strcmp(path, "/v1/status")) fn = mw_status, route = "/v1/status";
   else if (!strncmp(path, "/v1/actors/", 11)) {
     const char *a = path + 11, *slash = strchr(a, '/');
-    if (slash && segment(a, (size_t)(slash - a), actor, sizeof actor) >= 0) {
+    if (slash) {
+      /* A segment that does not decode, or decodes to a NUL, is no actor id:
+       * the engine answers 400 for it as for any malformed id. */
+      int n = segment(a, (size_t)(slash - a), actor, sizeof actor);
+      if (n < 0 || (size_t)n != strlen(actor)) snprintf(actor, sizeof actor, "%s", "\x01");
       const char *rest = slash + 1;
       if (get && !strcmp(rest, "log")) fn = mw_actor_log, route = "/v1/actors/:id/log";
       else if (get && !strcmp(rest, "snapshots")) fn = mw_actor_snapshots, route = "/v1/actors/:id/snapshots";

@@ -312,10 +312,9 @@ int mw_store_open(const char *home, int flags, mw_store **out, char *err, size_t
   }
   sqlite3_busy_timeout(s->db, 5000);
   sqlite3_extended_result_codes(s->db, 1);
-  if (!(flags & MW_STORE_READONLY)) {
-    /* WAL + FULL: a COMMIT returns only after the WAL is fsynced. */
-    if ((rc = exec(s, "PRAGMA journal_mode=WAL"))) goto done;
-  }
+  /* WAL + FULL: a COMMIT returns only after the WAL is fsynced.  (An existing
+   * file is switched to WAL only once it is known to be an MW home.) */
+  if (creating && !(flags & MW_STORE_READONLY) && (rc = exec(s, "PRAGMA journal_mode=WAL"))) goto done;
   if ((rc = exec(s, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=OFF"))) goto done;
   if (creating) {
     if ((rc = exec(s, "BEGIN IMMEDIATE"))) goto done;
@@ -333,6 +332,7 @@ int mw_store_open(const char *home, int flags, mw_store **out, char *err, size_t
       rc = fail(s, MW_ENOTHOME, "%s is not an MW home (mw.db has no MW format mark)", home);
       goto done;
     }
+    if (!(flags & MW_STORE_READONLY) && (rc = exec(s, "PRAGMA journal_mode=WAL"))) goto done;
     if ((rc = setup_chain(s, 0))) goto done;
   }
   /* Each tenant's own files (roster, skills, secrets, Cortex) live here. */
@@ -898,4 +898,20 @@ int mw_snapshot_newest(mw_store *s, int64_t stream, const char *fold, int64_t *c
   rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : dbfail(s, rc);
   sqlite3_finalize(st);
   return rc;
+}
+
+/* After a COMMIT whose fsync failed, the transaction's WAL frames may still
+ * sit in the file (in the page cache) with a valid commit mark, and a restart
+ * would recover writes the callers were told failed.  A tiny transaction
+ * written now lands on the same WAL offset (the failed frames were never
+ * added to the WAL index) and breaks their checksum chain, so recovery stops
+ * before them.  Best effort: its own failure changes nothing. */
+void mw_store_scrub(mw_store *s) {
+  if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  sqlite3_exec(s->db,
+               "BEGIN IMMEDIATE;"
+               "INSERT INTO meta(k, v) VALUES('scrubs', '1')"
+               " ON CONFLICT(k) DO UPDATE SET v = CAST(v AS INTEGER) + 1;"
+               "COMMIT;", NULL, NULL, NULL);
+  if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }

@@ -534,9 +534,13 @@ describe("SIGKILL mid-append", function()
         f:flush()
       end
     ]])
+    -- Start it, wait (at most 5 s) until it has recorded a first cursor, let
+    -- it run ~200 ms more, then SIGKILL it wherever it is.
     local code, out = H.run(string.format(
-      "%s %s %s %s >/dev/null 2>&1 & p=$!; sleep 0.2; kill -9 $p; wait $p; echo $?",
-      H.lua_bin, H.q(writer), H.q(path), H.q(record)))
+      "%s %s %s %s >/dev/null 2>&1 & p=$!; i=0;"
+      .. " while [ ! -s %s ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done;"
+      .. " sleep 0.2; kill -9 $p; wait $p; echo $?",
+      H.lua_bin, H.q(writer), H.q(path), H.q(record), H.q(record)))
     assert.are.equal(0, code)
     assert.are.equal("137", out:match("(%d+)%s*$"), "the writer was not killed by SIGKILL")
     local seen = {}
