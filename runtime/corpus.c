@@ -5,19 +5,22 @@
 #include <string.h>
 
 static int ensure(mw_store *s) {
-  int rc = sqlite3_exec(mw__store_db(s),
-                        "CREATE TABLE IF NOT EXISTS sweeps(stream INTEGER PRIMARY KEY, cursor INTEGER NOT NULL,"
-                        " corpus TEXT NOT NULL, fold TEXT NOT NULL)", NULL, NULL, NULL);
+  static const char sql[] = "CREATE TABLE IF NOT EXISTS sweeps(stream INTEGER PRIMARY KEY,"
+                            " cursor INTEGER NOT NULL, corpus TEXT NOT NULL, fold TEXT NOT NULL)";
+  if (sqlite3_table_column_metadata(mw__store_db(s), NULL, "sweeps", "cursor", NULL, NULL, NULL, NULL, NULL) ==
+      SQLITE_OK)
+    return 0;
+  int rc = sqlite3_exec(mw__store_db(s), sql, NULL, NULL, NULL);
   return rc ? mw__store_dbfail(s, rc) : 0;
 }
 
 int mw__corpus_get(mw_store *s, int64_t stream, const char *fp, int64_t *cursor, mw_buf *out) {
-  sqlite3_stmt *st;
+  static const char sql[] = "SELECT cursor, corpus, fold FROM sweeps WHERE stream=?1";
   *cursor = 0;
   out->len = 0;
-  int rc = sqlite3_prepare_v2(mw__store_db(s), "SELECT cursor, corpus, fold FROM sweeps WHERE stream=?1", -1, &st, NULL);
-  if (rc == SQLITE_ERROR) return 0;   /* no table yet: nothing swept */
-  if (rc) return mw__store_dbfail(s, rc);
+  sqlite3_stmt *st = mw__store_stmt(s, sql);
+  if (!st) return 0;   /* no table yet: nothing swept */
+  int rc;
   sqlite3_bind_int64(st, 1, stream);
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 2), fp) == 0) {
@@ -26,24 +29,23 @@ int mw__corpus_get(mw_store *s, int64_t stream, const char *fp, int64_t *cursor,
   } else {
     rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : mw__store_dbfail(s, rc);
   }
-  sqlite3_finalize(st);
+  mw__store_done(s, st);
   return rc;
 }
 
 int mw__corpus_put(mw_store *s, int64_t stream, const char *fp, int64_t cursor, const char *corpus, size_t len) {
   int rc = ensure(s);
   if (rc) return rc;
-  sqlite3_stmt *st;
-  rc = sqlite3_prepare_v2(mw__store_db(s),
-                          "INSERT INTO sweeps(stream, cursor, corpus, fold) VALUES(?1,?2,?3,?4)"
-                          " ON CONFLICT(stream) DO UPDATE SET cursor=?2, corpus=?3, fold=?4", -1, &st, NULL);
-  if (rc) return mw__store_dbfail(s, rc);
+  static const char sql[] = "INSERT INTO sweeps(stream, cursor, corpus, fold) VALUES(?1,?2,?3,?4)"
+                            " ON CONFLICT(stream) DO UPDATE SET cursor=?2, corpus=?3, fold=?4";
+  sqlite3_stmt *st = mw__store_stmt(s, sql);
+  if (!st) return mw__store_dbfail(s, sqlite3_errcode(mw__store_db(s)));
   sqlite3_bind_int64(st, 1, stream);
   sqlite3_bind_int64(st, 2, cursor);
   sqlite3_bind_text(st, 3, corpus, (int)len, SQLITE_STATIC);
   sqlite3_bind_text(st, 4, fp, -1, SQLITE_STATIC);
   rc = sqlite3_step(st);
   rc = rc == SQLITE_DONE ? 0 : mw__store_dbfail(s, rc);
-  sqlite3_finalize(st);
+  mw__store_done(s, st);
   return rc;
 }

@@ -9,6 +9,7 @@
 #include "json.h"
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +297,10 @@ int mw__serve_main(int argc, char **argv) {
   host[colon - listen] = '\0';
 
   signal(SIGPIPE, SIG_IGN);
+  /* Handing freed memory back to the kernel after every request (and the TLB
+   * shootdowns it causes) cost a quarter of the host's CPU: keep it. */
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_TOP_PAD, 64 << 20);
   static server s;
   memset(&s, 0, sizeof s);
   char err[1024];

@@ -10,13 +10,14 @@
 static int step_done(mw_store *s, sqlite3_stmt *st) {
   int rc = sqlite3_step(st);
   rc = rc == SQLITE_DONE ? 0 : mw__store_dbfail(s, rc);
-  sqlite3_finalize(st);
+  mw__store_done(s, st);
   return rc;
 }
 
+/* sql must be a static text: statements are cached by its address. */
 static int prep(mw_store *s, const char *sql, sqlite3_stmt **st) {
-  int rc = sqlite3_prepare_v2(mw__store_db(s), sql, -1, st, NULL);
-  return rc ? mw__store_dbfail(s, rc) : 0;
+  *st = mw__store_stmt(s, sql);
+  return *st ? 0 : mw__store_dbfail(s, sqlite3_errcode(mw__store_db(s)));
 }
 
 int mw__session_insert(mw_store *s, const mw_session_rec *r) {
@@ -72,12 +73,13 @@ int mw__session_prior(mw_store *s, const char *tenant, const char *actor, char p
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) snprintf(prior, 48, "%s", (const char *)sqlite3_column_text(st, 0));
   rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : mw__store_dbfail(s, rc);
-  sqlite3_finalize(st);
+  mw__store_done(s, st);
   return rc;
 }
 
-static const char COLS[] = "SELECT id, tenant, actor, profile, trigger, wake_token, opened_at, last_seen,"
-                           " closed_at, close_reason, prior, committed, context_hint, navigated FROM sessions";
+static const char OPEN_SQL[] = "SELECT id, tenant, actor, profile, trigger, wake_token, opened_at, last_seen,"
+                               " closed_at, close_reason, prior, committed, context_hint, navigated FROM sessions"
+                               " WHERE closed_at IS NULL ORDER BY opened_at";
 
 static void row(sqlite3_stmt *st, mw_session_rec *r) {
   memset(r, 0, sizeof *r);
@@ -101,9 +103,7 @@ static void row(sqlite3_stmt *st, mw_session_rec *r) {
 
 int mw__session_each_open(mw_store *s, int (*cb)(void *ud, const mw_session_rec *r), void *ud) {
   sqlite3_stmt *st;
-  char sql[512];
-  snprintf(sql, sizeof sql, "%s WHERE closed_at IS NULL ORDER BY opened_at", COLS);
-  int rc = prep(s, sql, &st);
+  int rc = prep(s, OPEN_SQL, &st);
   if (rc) return rc;
   mw_session_rec r;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -111,7 +111,7 @@ int mw__session_each_open(mw_store *s, int (*cb)(void *ud, const mw_session_rec 
     if (cb(ud, &r)) break;
   }
   rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : mw__store_dbfail(s, rc);
-  sqlite3_finalize(st);
+  mw__store_done(s, st);
   return rc;
 }
 
@@ -121,6 +121,6 @@ int mw__session_closed(mw_store *s, const char *id, const char *tenant) {
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, tenant, -1, SQLITE_STATIC);
   int closed = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0);
-  sqlite3_finalize(st);
+  mw__store_done(s, st);
   return closed;
 }

@@ -53,12 +53,12 @@ static const char *const SQL[Q__N] = {
   [Q_TOKEN_REVOKE] = "UPDATE tokens SET revoked_at=?2 WHERE hash=?1 AND revoked_at IS NULL",
   /* Keep the current head, the `heads` newest earlier heads and the
    * `checkpoints` newest checkpoints; the log itself is never pruned. */
-  [Q_PRUNE_HEADS] = "DELETE FROM snapshots WHERE stream=?1 AND is_head=1 AND id<>?2 AND id NOT IN"
-                    " (SELECT id FROM snapshots WHERE stream=?1 AND is_head=1 AND id<>?2"
-                    "  ORDER BY cursor DESC, created_at DESC, rowid DESC LIMIT ?3)",
-  [Q_PRUNE_CKPT] = "DELETE FROM snapshots WHERE stream=?1 AND is_head=0 AND id NOT IN"
-                   " (SELECT id FROM snapshots WHERE stream=?1 AND is_head=0"
-                   "  ORDER BY cursor DESC, created_at DESC, rowid DESC LIMIT ?2)",
+  [Q_PRUNE_HEADS] = "DELETE FROM snapshots WHERE stream=?1 AND is_head=1 AND id<>?2 AND rowid <="
+                    " (SELECT rowid FROM snapshots WHERE stream=?1 AND is_head=1 AND id<>?2"
+                    "  ORDER BY rowid DESC LIMIT 1 OFFSET ?3)",
+  [Q_PRUNE_CKPT] = "DELETE FROM snapshots WHERE stream=?1 AND is_head=0 AND rowid <="
+                   " (SELECT rowid FROM snapshots WHERE stream=?1 AND is_head=0"
+                   "  ORDER BY rowid DESC LIMIT 1 OFFSET ?2)",
 };
 
 static const char SCHEMA[] =
@@ -77,6 +77,9 @@ static const char SCHEMA[] =
   " entry_hash BLOB NOT NULL, fold TEXT NOT NULL, created_at INTEGER NOT NULL,"
   " safe INTEGER NOT NULL, is_head INTEGER NOT NULL);"
   "CREATE INDEX IF NOT EXISTS snapshots_by_stream ON snapshots(stream, cursor);"
+  "CREATE INDEX IF NOT EXISTS snapshots_by_kind ON snapshots(stream, is_head);"
+  "CREATE TABLE IF NOT EXISTS sweeps(stream INTEGER PRIMARY KEY, cursor INTEGER NOT NULL,"
+  " corpus TEXT NOT NULL, fold TEXT NOT NULL);"
   "CREATE TABLE IF NOT EXISTS sessions(id TEXT PRIMARY KEY, tenant TEXT NOT NULL,"
   " actor TEXT NOT NULL, profile TEXT NOT NULL, trigger TEXT NOT NULL, wake_token BLOB NOT NULL,"
   " opened_at INTEGER NOT NULL, last_seen INTEGER NOT NULL, closed_at INTEGER,"
@@ -84,9 +87,13 @@ static const char SCHEMA[] =
   " navigated TEXT);"
   "CREATE INDEX IF NOT EXISTS sessions_by_actor ON sessions(tenant, actor, opened_at);";
 
+#define NCACHE 48
+
 struct mw_store {
   sqlite3 *db;
   sqlite3_stmt *q[Q__N];
+  struct { const char *sql; sqlite3_stmt *st; } cache[NCACHE];   /* by the SQL text's address */
+  int ncache;
   mw_chain *chain;
   mw_buf canon;          /* scratch for canonical bodies */
   char *home;
@@ -140,6 +147,36 @@ static sqlite3_stmt *Q(mw_store *s, int which) {
 static int exec(mw_store *s, const char *sql) {
   int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
   return rc ? dbfail(s, rc) : 0;
+}
+
+/* A prepared statement for a static SQL text, reused across calls (preparing
+ * is a tenth of a durable call's CPU otherwise).  When the cached one is in
+ * use -- a read iterating while its callback reads again -- a fresh one is
+ * prepared; mw__store_done resets or finalizes whichever it was. */
+sqlite3_stmt *mw__store_stmt(mw_store *s, const char *sql) {
+  int i;
+  for (i = 0; i < s->ncache; i++) {
+    if (s->cache[i].sql != sql) continue;
+    if (sqlite3_stmt_busy(s->cache[i].st)) break;
+    sqlite3_clear_bindings(s->cache[i].st);
+    return s->cache[i].st;
+  }
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL)) return NULL;
+  if (i == s->ncache && s->ncache < NCACHE) {
+    s->cache[s->ncache].sql = sql;
+    s->cache[s->ncache++].st = st;
+  }
+  return st;
+}
+
+void mw__store_done(mw_store *s, sqlite3_stmt *st) {
+  for (int i = 0; i < s->ncache; i++)
+    if (s->cache[i].st == st) {
+      sqlite3_reset(st);
+      return;
+    }
+  sqlite3_finalize(st);
 }
 
 /* ---- transactions --------------------------------------------------------
@@ -352,6 +389,7 @@ done:
 void mw_store_close(mw_store *s) {
   if (!s) return;
   for (int i = 0; i < Q__N; i++) sqlite3_finalize(s->q[i]);
+  for (int i = 0; i < s->ncache; i++) sqlite3_finalize(s->cache[i].st);
   if (s->db) sqlite3_close_v2(s->db);
   mw__chain_free(s->chain);
   mw__buf_free(&s->canon);
@@ -558,9 +596,9 @@ static void row_entry(sqlite3_stmt *st, mw_entry *e) {
  * the store (a fold asking for an entry) without resetting the iteration. */
 int mw_log_read(mw_store *s, int64_t stream, int64_t from, int64_t limit,
                 mw_entry_cb cb, void *ud) {
-  sqlite3_stmt *st;
-  int rc = sqlite3_prepare_v2(s->db, SQL[Q_READ], -1, &st, NULL);
-  if (rc) return dbfail(s, rc);
+  sqlite3_stmt *st = mw__store_stmt(s, SQL[Q_READ]);
+  if (!st) return dbfail(s, sqlite3_errcode(s->db));
+  int rc;
   sqlite3_bind_int64(st, 1, stream);
   sqlite3_bind_int64(st, 2, from < 1 ? 1 : from);
   sqlite3_bind_int64(st, 3, limit < 0 ? -1 : limit);
@@ -572,7 +610,7 @@ int mw_log_read(mw_store *s, int64_t stream, int64_t from, int64_t limit,
   }
   if (stop) rc = stop < 0 ? stop : 0;
   else rc = rc == SQLITE_DONE ? 0 : dbfail(s, rc);
-  sqlite3_finalize(st);
+  mw__store_done(s, st);
   return rc;
 }
 
@@ -781,9 +819,9 @@ int mw_snapshot_head(mw_store *s, int64_t stream, char id[40]) {
 }
 
 int mw_snapshot_list(mw_store *s, int64_t stream, mw_snapshot_cb cb, void *ud) {
-  sqlite3_stmt *st;
-  int rc = sqlite3_prepare_v2(s->db, SQL[Q_SNAP_LIST], -1, &st, NULL);
-  if (rc) return dbfail(s, rc);
+  sqlite3_stmt *st = mw__store_stmt(s, SQL[Q_SNAP_LIST]);
+  if (!st) return dbfail(s, sqlite3_errcode(s->db));
+  int rc;
   sqlite3_bind_int64(st, 1, stream);
   int stop = 0;
   while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -793,7 +831,7 @@ int mw_snapshot_list(mw_store *s, int64_t stream, mw_snapshot_cb cb, void *ud) {
   }
   if (stop) rc = stop < 0 ? stop : 0;
   else rc = rc == SQLITE_DONE ? 0 : dbfail(s, rc);
-  sqlite3_finalize(st);
+  mw__store_done(s, st);
   return rc;
 }
 
@@ -886,17 +924,17 @@ int mw_store_release(mw_store *s, int ok) {
 int mw_store_in_tx(mw_store *s) { return !sqlite3_get_autocommit(s->db); }
 
 int mw_snapshot_newest(mw_store *s, int64_t stream, const char *fold, int64_t *cursor) {
-  sqlite3_stmt *st;
+  static const char sql[] = "SELECT max(cursor) FROM snapshots WHERE stream=?1 AND fold=?2 AND safe=1";
   *cursor = -1;
-  int rc = sqlite3_prepare_v2(s->db, "SELECT max(cursor) FROM snapshots WHERE stream=?1 AND fold=?2"
-                              " AND safe=1", -1, &st, NULL);
-  if (rc) return dbfail(s, rc);
+  sqlite3_stmt *st = mw__store_stmt(s, sql);
+  if (!st) return dbfail(s, sqlite3_errcode(s->db));
+  int rc;
   sqlite3_bind_int64(st, 1, stream);
   sqlite3_bind_text(st, 2, fold, -1, SQLITE_STATIC);
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) *cursor = sqlite3_column_int64(st, 0);
   rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : dbfail(s, rc);
-  sqlite3_finalize(st);
+  mw__store_done(s, st);
   return rc;
 }
 
