@@ -12,7 +12,9 @@ PKG_LIBS   := $(shell pkg-config --libs sqlite3 libcrypto libuv) -lhttp_parser -
 LUA_LIBS   := $(shell pkg-config --libs lua5.4)
 
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -Wall -Wextra -Werror -fPIC -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+# The project's own flags come after the caller's, so `make CFLAGS=...` tunes
+# optimisation and instrumentation without losing them.
+ALL_CFLAGS = $(CFLAGS) -std=c11 -Wall -Wextra -Werror -fPIC -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
             -Iinclude -Iruntime $(PKG_CFLAGS) -DMW_SCRIPTS_DIR='"$(SCRIPTS_DIR)"' -DMW_SKILLS_DIR='"$(SKILLS_DIR)"'
 LDLIBS   += $(PKG_LIBS) -lm
 SCRIPTS_DIR ?= $(CURDIR)/scripts
@@ -38,20 +40,20 @@ C_TESTS  := $(patsubst spec/c/%.c,$(BUILD)/test/%,$(wildcard spec/c/*_test.c))
 all: $(BUILD)/mw $(BUILD)/mw.so
 
 $(OBJ)/%.o: runtime/%.c $(HEADERS) | $(OBJ)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(OBJ) $(BUILD)/test:
 	mkdir -p $@
 
 $(BUILD)/mw: $(CORE_OBJ) $(LUA_OBJ) $(HOST_OBJ)
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LUA_LIBS) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) $^ -o $@ $(LUA_LIBS) $(LDLIBS)
 
 # The module resolves Lua's symbols from the interpreter that loads it.
 $(BUILD)/mw.so: $(CORE_OBJ) $(LUA_OBJ)
-	$(CC) $(CFLAGS) $(LDFLAGS) -shared $^ -o $@ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -shared $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test/%: spec/c/%.c $(CORE_OBJ) $(LUA_OBJ) | $(BUILD)/test
-	$(CC) $(CFLAGS) $(LDFLAGS) $^ -o $@ $(LUA_LIBS) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) $^ -o $@ $(LUA_LIBS) $(LDLIBS)
 
 c-tests: $(C_TESTS)
 

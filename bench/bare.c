@@ -1,9 +1,11 @@
 /* bare.c -- the ceilings bench/store.lua measures MW against: the same rows,
- * bytes and snapshots, handled by SQLite, OpenSSL and the store's C API with
- * nothing of MW's in between.  A bench helper only: never linked into MW.
+ * bytes and snapshots handled by SQLite and OpenSSL alone; and, to split a
+ * figure, the store's C API without Lua.  A bench helper: never part of MW.
  *
  *   bare insert HOME TENANT ACTOR DST_DB BATCH   the actor's rows into a fresh
  *                                                DST_DB, BATCH rows per COMMIT
+ *   bare mwappend HOME TENANT ACTOR BATCH        the actor's rows appended again,
+ *                                                to ACTOR-c, by mw_log_append
  *   bare verify HOME TENANT ACTOR                scan, SHA-256, both, HMAC
  *   bare snap HOME TENANT ACTOR SNAPSHOT ITERS   mw_snapshot_get + _verify, and
  *                                                a bare SELECT + SHA-256 of it
@@ -135,6 +137,42 @@ static int cmd_insert(const char *home, const char *tenant, const char *actor, c
   double dt = now() - t0;
   sqlite3_finalize(ins);
   sqlite3_close(db);
+  printf("rows %zu\nsecs %.6f\n", n, dt);
+  return 0;
+}
+
+/* ---- mwappend: the store's own append path, without Lua ------------------- */
+
+static int cmd_mwappend(const char *home, const char *tenant, const char *actor, int batch) {
+  int64_t stream, copy;
+  sqlite3 *in = open_stream(home, tenant, actor, &stream);
+  size_t n;
+  row *r = load_rows(in, stream, &n);
+  sqlite3_close(in);
+  mw_store *s;
+  char err[512], name[80];
+  if (mw_store_open(home, 0, &s, err, sizeof err)) {
+    fprintf(stderr, "bare: %s\n", err);
+    return 1;
+  }
+  snprintf(name, sizeof name, "%.60s-c", actor);
+  if (mw_store_stream(s, tenant, name, 1, &copy)) {
+    fprintf(stderr, "bare: %s\n", mw_store_errmsg(s));
+    return 1;
+  }
+  mw_append *items = malloc((size_t)batch * sizeof *items);
+  double t0 = now();
+  for (size_t i = 0; i < n; i += (size_t)batch) {
+    size_t k = 0;
+    for (size_t j = i; j < n && j < i + (size_t)batch; j++, k++)
+      items[k] = (mw_append){r[j].kind, r[j].body, r[j].blen};
+    if (mw_log_append(s, copy, items, k, MW_ANY, NULL)) {
+      fprintf(stderr, "bare: %s\n", mw_store_errmsg(s));
+      return 1;
+    }
+  }
+  double dt = now() - t0;
+  mw_store_close(s);
   printf("rows %zu\nsecs %.6f\n", n, dt);
   return 0;
 }
@@ -373,10 +411,13 @@ static int cmd_snap(const char *home, const char *tenant, const char *actor, con
 int main(int argc, char **argv) {
   if (argc == 7 && !strcmp(argv[1], "insert"))
     return cmd_insert(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
+  if (argc == 6 && !strcmp(argv[1], "mwappend"))
+    return cmd_mwappend(argv[2], argv[3], argv[4], atoi(argv[5]));
   if (argc == 5 && !strcmp(argv[1], "verify")) return cmd_verify(argv[2], argv[3], argv[4]);
   if (argc == 7 && !strcmp(argv[1], "snap"))
     return cmd_snap(argv[2], argv[3], argv[4], argv[5], atoi(argv[6]));
   fprintf(stderr, "usage: bare insert HOME TENANT ACTOR DST_DB BATCH\n"
+                  "       bare mwappend HOME TENANT ACTOR BATCH\n"
                   "       bare verify HOME TENANT ACTOR\n"
                   "       bare snap HOME TENANT ACTOR SNAPSHOT_ID ITERS\n");
   return 2;

@@ -174,6 +174,7 @@ fsync_floor floor1
 # ---- 3. long histories, written directly into the home (server stopped) ----------------------
 
 say "== writing histories: 1k, ${BIG}, 1k + tail of $TAIL (server stopped)"
+# shellcheck disable=SC2016  # Lua source, not shell
 HIST_LUA='
 package.cpath = "./build/?.so;" .. package.cpath
 local mw = require "mw"
@@ -298,6 +299,7 @@ for L in small32 large32; do
 done
 echo
 printf 'wakes: %s rounds of the three actors in turn, one client; other processes used %s cores meanwhile\n' "$WAKES" "$(get wake:other_cpu_share)"
+# shellcheck disable=SC2016
 printf 'histories written directly (Lua, batches of 10k, head snapshot at the end; the tail: %s `note` entries of ~200 B after the head) in %s s\n' "$TAIL" "${R[hist:secs]}"
 printf '%-14s %9s %8s %8s %9s %17s %17s %17s %6s\n' actor entries head replayed "state B" "wake server p50/p99" "wake client p50/p99" "sleep srv p50/p99" non200
 for a in hist1k hist1m hist1k_tail; do

@@ -734,7 +734,7 @@ static int do_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, con
   }
   /* One open session per (tenant, actor), whoever opened it. */
   char key[140];
-  snprintf(key, sizeof key, "%s/%s", c->tenant, actor);
+  snprintf(key, sizeof key, "%.64s/%.64s", c->tenant, actor);
   if (mw__map_get(&e->awake, key)) {
     free(w);
     answer_error(r, MW_EAWAKE, "the actor has an open session", NULL);
@@ -751,8 +751,8 @@ static int do_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, con
   s->t = w->t;
   snprintf(s->key, sizeof s->key, "%s", key);
   snprintf(s->tenant, sizeof s->tenant, "%s", c->tenant);
-  snprintf(s->actor, sizeof s->actor, "%s", actor);
-  snprintf(s->profile, sizeof s->profile, "%s", profile);
+  snprintf(s->actor, sizeof s->actor, "%.64s", actor);
+  snprintf(s->profile, sizeof s->profile, "%.15s", profile);
   snprintf(s->trigger, sizeof s->trigger, "%s", trigger);
   s->waiting_tail = &s->waiting;
 

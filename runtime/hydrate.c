@@ -102,6 +102,9 @@ int mw_hydrate(mw_store *s, mw_fold *f, int64_t stream, const mw_hydrate_opts *o
       return rc ? rc : MW_EINVAL;
     }
     have_start = 1;
+    /* a recovery from a named snapshot resumes from it: it is what was loaded */
+    snprintf(out->head_id, sizeof out->head_id, "%s", start.id);
+    out->head_cursor = start.cursor;
     out->refolded = strcmp(start.fold, fp) != 0;
     if (out->refolded) {   /* named, but made by another fold: rebuild from genesis */
       mw_snapshot_free(&start);

@@ -309,6 +309,10 @@ static int setup_chain(mw_store *s, int creating) {
 
 int mw_store_open(const char *home, int flags, mw_store **out, char *err, size_t errlen) {
   *out = NULL;
+  if (!home || !*home) {
+    snprintf(err, errlen, "no home given");
+    return MW_EINVAL;
+  }
   mw_store *s = calloc(1, sizeof *s);
   if (!s) {
     snprintf(err, errlen, "out of memory");

