@@ -121,6 +121,9 @@ int mw_valid_id(const char *s);
  * exist and create is 0. */
 int mw_store_stream(mw_store *s, const char *tenant, const char *actor, int create, int64_t *id);
 int mw_store_tenant(mw_store *s, const char *tenant, int create);   /* 0, MW_ENOENT */
+/* Every stream of a tenant, by actor id; cb returns non-zero to stop. */
+typedef int (*mw_stream_cb)(void *ud, int64_t stream, const char *actor, int64_t last_cursor);
+int mw_store_streams(mw_store *s, const char *tenant, mw_stream_cb cb, void *ud);
 
 typedef struct mw_append {
   const char *kind;                  /* an id (mw_valid_id) */
@@ -286,6 +289,10 @@ int mw_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_load(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_sleep(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+/* In-session: the agent navigates its tenant's Cortex. */
+int mw_navigate(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+/* 1 when every tenant Cortex the engine has opened is live (for /healthz). */
+int mw_engine_cortex_live(mw_engine *e);
 /* The deeper API (operator). */
 int mw_actor_log(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_actor_snapshots(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);

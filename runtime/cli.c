@@ -4,6 +4,8 @@
 #include "mw.h"
 #include "buf.h"
 #include "cli.h"
+#include "cortex.h"
+#include "facts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +84,20 @@ static int open_home(const char *cmd, const char *home, mw_store **s) {
   return 0;
 }
 
+/* The Cortex is mandatory at install: every tenant gets its file when it is
+ * created.  0, or 1 with a message. */
+static int make_cortex(const char *cmd, const char *home, const char *tenant) {
+  char path[4200], err[512];
+  snprintf(path, sizeof path, "%s/tenants/%s/cortex.db", home, tenant);
+  mw_cortex *cx;
+  if (mw_cortex_open(path, 1, 1000, &cx, err, sizeof err)) {
+    fprintf(stderr, "mw %s: cannot create the Cortex of tenant %s: %s\n", cmd, tenant, err);
+    return 1;
+  }
+  mw_cortex_close(cx);
+  return 0;
+}
+
 /* ---- init ----------------------------------------------------------------- */
 
 static const char INIT_HELP[] =
@@ -131,6 +147,7 @@ static int cmd_init(int argc, char **argv) {
     return 1;
   }
   mw_store_close(s);
+  if (make_cortex("init", o.home, "default")) return 1;
   if (o.json) {
     printf("{\"agent_token\":\"%s\",\"operator_token\":\"%s\",\"tenant\":\"default\"}\n", agent, oper);
   } else {
@@ -172,6 +189,10 @@ static int cmd_token(int argc, char **argv) {
     if (rc) fprintf(stderr, "mw token: %s\n", mw_store_errmsg(s));
     mw_store_close(s);
     if (rc) return 1;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/tenants/%s/cortex.db", o.home, o.tenant);
+    if (stat(path, &st) != 0 && make_cortex("token", o.home, o.tenant)) return 1;
     if (o.json) printf("{\"role\":\"%s\",\"tenant\":\"%s\",\"token\":\"%s\"}\n", o.role, o.tenant, tok);
     else printf("%s\n", tok);
     return 0;
@@ -284,6 +305,56 @@ static int cmd_replay(int argc, char **argv) {
   return rc ? 1 : 0;
 }
 
+/* ---- cortex ------------------------------------------------------------------ */
+
+static const char CORTEX_HELP[] =
+  "usage: mw cortex rebuild --home DIR --tenant T\n"
+  "       mw cortex dump --home DIR --tenant T\n"
+  "rebuild recreates the tenant's Cortex from its actors' logs alone (the facts\n"
+  "are logged first; the Cortex is derived). dump prints the whole graph,\n"
+  "current and superseded, as canonical JSON: a rebuilt Cortex dumps the same\n"
+  "bytes as the live one.\n";
+
+static int cmd_cortex(int argc, char **argv) {
+  opts o;
+  int rc = parse("cortex", argc, argv, &o);
+  if (rc) return rc;
+  if (o.help || o.nrest == 0) return fputs(CORTEX_HELP, o.help ? stdout : stderr), o.help ? 0 : 2;
+  if ((rc = need_home("cortex", &o))) return rc;
+  int rebuild = !strcmp(o.rest[0], "rebuild");
+  if (!rebuild && strcmp(o.rest[0], "dump")) return usage_error("cortex", "the subcommands are rebuild and dump");
+  if (!o.tenant || !mw_valid_id(o.tenant)) return usage_error("cortex", "needs --tenant T (1-64 of A-Z a-z 0-9 _ . -)");
+  mw_store *s;
+  if (open_home("cortex", o.home, &s)) return 1;
+  if (mw_store_tenant(s, o.tenant, 0)) {
+    fprintf(stderr, "mw cortex: %s\n", mw_store_errmsg(s));
+    mw_store_close(s);
+    return 1;
+  }
+  char path[4200], err[512];
+  snprintf(path, sizeof path, "%s/tenants/%s/cortex.db", o.home, o.tenant);
+  mw_cortex *cx;
+  if (mw_cortex_open(path, rebuild, 5000, &cx, err, sizeof err)) {
+    fprintf(stderr, "mw cortex: %s\n", err);
+    mw_store_close(s);
+    return 1;
+  }
+  mw_buf b = {0};
+  if (rebuild) {
+    rc = mw__facts_rebuild(s, cx, o.tenant, err, sizeof err);
+    if (rc) fprintf(stderr, "mw cortex rebuild: %s\n", err);
+    else printf("rebuilt the Cortex of tenant %s from its logs\n", o.tenant);
+  } else {
+    rc = mw_cortex_dump(cx, &b);
+    if (rc) fprintf(stderr, "mw cortex dump: %s\n", mw_cortex_errmsg(cx));
+    else printf("%.*s\n", (int)b.len, b.p);
+  }
+  mw__buf_free(&b);
+  mw_cortex_close(cx);
+  mw_store_close(s);
+  return rc ? 1 : 0;
+}
+
 /* ---- dispatch -------------------------------------------------------------- */
 
 static const char MAIN_HELP[] =
@@ -295,6 +366,7 @@ static const char MAIN_HELP[] =
   "  serve         run the host (HTTP API)\n"
   "  token         create or revoke tokens\n"
   "  log verify    check an actor's hash chain\n"
+  "  cortex        rebuild a tenant's Cortex from the logs, or dump it\n"
   "  replay        print an actor's state at a cursor\n\n"
   "MW_HOME stands in for --home. `mw COMMAND --help` says more.\n";
 
@@ -308,6 +380,7 @@ int mw__cli_main(int argc, char **argv) {
   if (!strcmp(cmd, "token")) return cmd_token(argc - 2, argv + 2);
   if (!strcmp(cmd, "log")) return cmd_log(argc - 2, argv + 2);
   if (!strcmp(cmd, "replay")) return cmd_replay(argc - 2, argv + 2);
+  if (!strcmp(cmd, "cortex")) return cmd_cortex(argc - 2, argv + 2);
   if (!strcmp(cmd, "serve")) return mw__serve_main(argc - 2, argv + 2);
   fprintf(stderr, "mw: unknown command %s (see mw --help)\n", cmd);
   return 2;

@@ -1675,7 +1675,7 @@ static int nav_hint(nav *v, const char *hint, int limit) {
     goto out;
   }
   for (size_t i = 0; i < nc; i++) cs[i].key = keys.p + cs[i].off;
-  qsort(cs, nc, sizeof *cs, cand_cmp);
+  if (nc) qsort(cs, nc, sizeof *cs, cand_cmp);
   for (size_t i = 0; i < nc && v->nn < (size_t)limit && !rc; i++) {
     char key[KEY_MAX + 1];
     int found;

@@ -9,6 +9,8 @@
 #include "buf.h"
 #include "chain.h"
 #include "corpus.h"
+#include "cortex.h"
+#include "facts.h"
 #include "jfield.h"
 #include "json.h"
 #include "map.h"
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <uv.h>
 
@@ -48,6 +51,7 @@ struct mw_engine {
   mw_engine_opts o;
   char home[1024], scripts[1024], skills[1024];
   mw_map tenants;              /* name -> mw_tenant */
+  mw_map cortexes;             /* name -> tcortex */
   mw_map sessions;             /* session id -> session */
   mw_map awake;                /* "tenant/actor" -> session (open or opening) */
   job *pending, **pending_tail;   /* waiting for the write connection */
@@ -61,7 +65,7 @@ struct mw_engine {
   int64_t inflight;            /* calls taken but not yet answered */
   /* metrics */
   uint64_t commits, fsyncs, commit_failures, entries_appended, snapshot_failures, expired;
-  uint64_t wakes, runs, sleeps, offloop;
+  uint64_t wakes, runs, sleeps, offloop, cortex_dark, navigations;
   hist h_wake, h_run, h_sleep;
 };
 
@@ -125,6 +129,7 @@ struct job {
   mw_session_rec rec;
   char hint[2048];
   int has_hint;
+  mw_buf navigated;            /* what Waking navigated, for the session record */
   mw_buf corpus;               /* the sweep's corpus to store, at corpus_cursor */
   int64_t corpus_cursor;
   char corpus_fp[65];
@@ -325,7 +330,86 @@ static void free_job(job *j) {
   mw__buf_free(&j->aux);
   mw__buf_free(&j->ckpt_state);
   mw__buf_free(&j->corpus);
+  mw__buf_free(&j->navigated);
   free(j);
+}
+
+/* ---- the Cortex ------------------------------------------------------------------ */
+
+/* A tenant's Cortex as the engine holds it.  It is opened lazily, probed on
+ * every use (the file may be removed, replaced, corrupted or locked under
+ * us), and caught up from the logs whenever it comes back. */
+typedef struct tcortex {
+  mw_cortex *cx;
+  char path[1200];
+  dev_t dev;
+  ino_t ino;
+  int behind;                  /* facts may be committed that it has not applied */
+  char reason[256];            /* why it is dark */
+} tcortex;
+
+static void cortex_drop(tcortex *c, const char *reason) {
+  mw_cortex_close(c->cx);
+  c->cx = NULL;
+  c->behind = 1;
+  snprintf(c->reason, sizeof c->reason, "%.255s", reason);
+}
+
+static tcortex *cortex_ensure(mw_engine *e, const char *tenant) {
+  tcortex *c = mw__map_get(&e->cortexes, tenant);
+  if (!c) {
+    c = calloc(1, sizeof *c);
+    if (!c || mw__map_put(&e->cortexes, tenant, c)) {
+      free(c);
+      return NULL;
+    }
+    snprintf(c->path, sizeof c->path, "%s/tenants/%s/cortex.db", e->home, tenant);
+    c->behind = 1;
+  }
+  struct stat st;
+  char err[512];
+  if (stat(c->path, &st) != 0) {
+    cortex_drop(c, "cortex file missing");
+  } else {
+    if (c->cx && (st.st_ino != c->ino || st.st_dev != c->dev)) cortex_drop(c, "cortex file replaced");
+    if (c->cx && mw_cortex_check(c->cx)) cortex_drop(c, mw_cortex_errmsg(c->cx));
+    if (!c->cx) {
+      if (mw_cortex_open(c->path, 0, 50, &c->cx, err, sizeof err)) {
+        cortex_drop(c, err);
+      } else {
+        c->dev = st.st_dev;
+        c->ino = st.st_ino;
+        c->reason[0] = '\0';
+      }
+    }
+    if (c->cx && c->behind) {
+      if (mw__facts_catch_up_tenant(e->rd, c->cx, tenant, err, sizeof err)) cortex_drop(c, err);
+      else c->behind = 0;
+    }
+  }
+  mw_tenant *t = mw__map_get(&e->tenants, tenant);
+  if (t) mw__tenant_set_cortex(t, c->cx, c->reason);
+  return c;
+}
+
+/* After a commit that held facts: the Cortex applies them now, or later. */
+static void cortex_apply(mw_engine *e, const char *tenant, int64_t stream, const char *actor, int64_t last) {
+  tcortex *c = cortex_ensure(e, tenant);
+  char err[512];
+  if (c && c->cx && mw__facts_catch_up(e->rd, c->cx, stream, actor, last, err, sizeof err)) cortex_drop(c, err);
+}
+
+int mw_engine_cortex_live(mw_engine *e) {
+  size_t i = 0;
+  const char *name;
+  int live = 1;
+  while (mw__map_next(&e->cortexes, &i, &name)) {
+    char tenant[65];
+    snprintf(tenant, sizeof tenant, "%s", name);
+    tcortex *c = cortex_ensure(e, tenant);
+    if (!c || !c->cx) live = 0;
+  }
+  return live;
 }
 
 /* ---- tenants and sessions -------------------------------------------------------- */
@@ -574,6 +658,8 @@ static void wake_compose(wake_ctx *w) {
     if (rc) return wake_fail(w, MW_EINTERNAL, w->err, NULL);
   }
 
+  tcortex *cx = cortex_ensure(e, s->tenant);
+  if (!cx || !cx->cx) e->cortex_dark++;
   mw_buf briefing = {0};
   mw_compose_in in = {s->actor, s->profile, s->trigger, w->has_hint ? w->hint : NULL, h->cursor,
                       h->head_cursor, w->state.p, w->state.len, w->corpus.p, w->corpus.len};
@@ -607,6 +693,12 @@ static void wake_compose(wake_ctx *w) {
     snprintf(j->hint, sizeof j->hint, "%s", w->hint);
     rec->context_hint = j->hint;
   }
+  size_t navn;
+  const char *nav = mw__tenant_navigated(w->t, &navn);
+  mw__buf_addc(&j->navigated, '[');
+  if (navn) mw__buf_add(&j->navigated, nav, navn);
+  mw__buf_addc(&j->navigated, ']');
+  rec->navigated = j->navigated.p;
   for (int i = 0; i < h->n_unsafe && i < 5; i++) snprintf(j->unsafe[j->n_unsafe++], 40, "%s", h->unsafe[i]);
   if (h->replayed > (e->o.checkpoint_every > 0 ? e->o.checkpoint_every : 100) && s->stream) {
     mw__buf_add(&j->ckpt_state, w->state.p, w->state.len);
@@ -927,6 +1019,11 @@ static void done_run(mw_engine *e, job *j, int rc) {
     s->last_seen = now_ms();
     e->runs++;
     e->entries_appended += j->nitems;
+    for (size_t i = 1; i < j->nitems; i++)
+      if (!strcmp(j->items[i].kind, "fact")) {
+        cortex_apply(e, s->tenant, s->stream, s->actor, j->cursor);
+        break;
+      }
     mw_buf b = {0};
     mw__buf_addstr(&b, "{\"committed\":");
     char num[48];
@@ -978,6 +1075,7 @@ int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
     return 0;
   }
   s->last_seen = now_ms();
+  cortex_ensure(e, s->tenant);
   mw_run_in in = {skill, s->actor, s->id, s->profile, s->cursor, s->state.p, s->state.len, input, input_len};
   mw_run_out out;
   rc = mw__tenant_run(s->t, &in, &out);
@@ -1189,6 +1287,67 @@ static void expiry_cb(uv_timer_t *t) {
     int rc = start_sleep(e, due[k], NULL, NULL, 0, "expired");
     if (rc) fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot expire session\",\"session\":\"%s\"}\n", due[k]->id);
   }
+}
+
+/* ---- navigate: the agent's own look into its tenant's Cortex ------------------------ */
+
+int mw_navigate(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  mw_buf body = {0};
+  if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
+  session *s = find_session(e, c->tenant, body.p, body.len, r);
+  if (!s) return mw__buf_free(&body), 0;
+  char hint[2001] = "", from[129] = "", to[129] = "";
+  int got = opt_string(r, &body, "hint", hint, sizeof hint);
+  if (got >= 0) got = opt_string(r, &body, "from", from, sizeof from);
+  if (got >= 0) got = opt_string(r, &body, "to", to, sizeof to);
+  mw_nav nav = {0};
+  nav.hint = hint[0] ? hint : NULL;
+  nav.from = from[0] ? from : NULL;
+  nav.to = to[0] ? to : NULL;
+  nav.depth = 1;
+  nav.limit = 20;
+  const char *v;
+  size_t vn;
+  int64_t n;
+  if (got >= 0 && mw__jfield(body.p, body.len, "depth", &v, &vn) == 0) {
+    if (mw__jint(v, vn, &n) || n < 1 || n > 4) got = -1, answer_error(r, MW_EINVAL, "depth must be an integer 1-4", NULL);
+    else nav.depth = (int)n;
+  }
+  if (got >= 0 && mw__jfield(body.p, body.len, "limit", &v, &vn) == 0) {
+    if (mw__jint(v, vn, &n) || n < 1 || n > 500) got = -1, answer_error(r, MW_EINVAL, "limit must be an integer 1-500", NULL);
+    else nav.limit = (int)n;
+  }
+  mw__buf_free(&body);
+  if (got < 0) return 0;
+  s->last_seen = now_ms();
+  e->navigations++;
+  tcortex *cx = cortex_ensure(e, s->tenant);
+  mw_buf b = {0};
+  if (!cx || !cx->cx) {
+    mw__buf_addstr(&b, "{\"edges\":[],\"nodes\":[],\"reason\":");
+    const char *why = cx ? cx->reason : "out of memory";
+    mw__json_string(&b, why, strlen(why));
+    mw__buf_addstr(&b, ",\"status\":\"dark\"}");
+    answer(r, 200, &b);
+    mw__buf_free(&b);
+    return 0;
+  }
+  mw_buf out = {0};
+  int rc = mw_cortex_navigate(cx->cx, &nav, &out);
+  if (rc) {
+    answer_error(r, rc == MW_EUNAVAIL ? MW_EUNAVAIL : MW_EINVAL, mw_cortex_errmsg(cx->cx), NULL);
+    if (rc == MW_EUNAVAIL) cortex_drop(cx, mw_cortex_errmsg(cx->cx));
+  } else {
+    /* {"edges":[...],"nodes":[...]} + status, keys kept in order */
+    mw__buf_add(&b, out.p, out.len - 1);
+    mw__buf_addstr(&b, ",\"status\":\"live\"}");
+    answer(r, 200, &b);
+  }
+  mw__buf_free(&out);
+  mw__buf_free(&b);
+  return 0;
 }
 
 /* ---- the deeper API ---------------------------------------------------------------- */
@@ -1558,6 +1717,8 @@ int mw_engine_metrics(mw_engine *e, mw_buf *b) {
   metric(b, "mw_snapshot_verification_failures_total", "counter",
          "Snapshots (heads or checkpoints) that failed verification.", e->snapshot_failures);
   metric(b, "mw_offloop_jobs_total", "counter", "Long replays run on the thread pool.", e->offloop);
+  metric(b, "mw_cortex_dark_total", "counter", "Wakes whose facts leg was dark (Cortex down).", e->cortex_dark);
+  metric(b, "mw_navigations_total", "counter", "Cortex navigations through /v1/navigate.", e->navigations);
   histogram(b, "mw_wake_seconds", "Wake latency.", &e->h_wake);
   histogram(b, "mw_run_seconds", "Run latency.", &e->h_run);
   histogram(b, "mw_sleep_seconds", "Sleep latency.", &e->h_sleep);
@@ -1680,6 +1841,13 @@ void mw_engine_close(mw_engine *e) {
   mw__map_free(&e->sessions);
   mw__map_free(&e->awake);
   mw__map_free(&e->tenants);
+  tcortex *c;
+  i = 0;
+  while ((c = mw__map_next(&e->cortexes, &i, NULL))) {
+    mw_cortex_close(c->cx);
+    free(c);
+  }
+  mw__map_free(&e->cortexes);
   mw_store_close(e->rd);
   mw_store_close(e->wr);
   free(e);

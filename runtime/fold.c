@@ -6,6 +6,7 @@
 #include "buf.h"
 #include "chain.h"
 #include "ljson.h"
+#include "lmw.h"
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -134,7 +135,7 @@ static int sorted_iter(lua_State *L) {
   return 2;
 }
 
-static int det_pairs(lua_State *L) {
+int mw__lua_sorted_pairs(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   push_sorted_keys(L, 1);
@@ -145,7 +146,7 @@ static int det_pairs(lua_State *L) {
   return 3;
 }
 
-static int det_next(lua_State *L) {
+int mw__lua_sorted_next(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 2);
   push_sorted_keys(L, 1);
@@ -211,8 +212,8 @@ static int open_sandbox(lua_State *L) {
   lua_getglobal(L, "string");
   lua_pushnil(L); lua_setfield(L, -2, "dump");
   lua_pop(L, 1);
-  lua_pushcfunction(L, det_pairs); lua_setglobal(L, "pairs");
-  lua_pushcfunction(L, det_next); lua_setglobal(L, "next");
+  lua_pushcfunction(L, mw__lua_sorted_pairs); lua_setglobal(L, "pairs");
+  lua_pushcfunction(L, mw__lua_sorted_next); lua_setglobal(L, "next");
   mw__ljson_init(L);
   lua_newtable(L);
   lua_pushlightuserdata(L, NULL); lua_setfield(L, -2, "null");

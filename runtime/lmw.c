@@ -30,6 +30,15 @@ static int failure(lua_State *L, int code, const char *msg) {
   return 3;
 }
 
+/* A string argument C can take whole: NULL when it has an embedded NUL, which
+ * would cut it short ("arc\0x" must not name the actor "arc").  Raises when
+ * the argument is not a string. */
+static const char *cstr_arg(lua_State *L, int idx) {
+  size_t n;
+  const char *s = luaL_checklstring(L, idx, &n);
+  return strlen(s) == n ? s : NULL;
+}
+
 /* ---- JSON ------------------------------------------------------------------ */
 
 /* Appends the JSON of argument idx: a string is JSON text (canonicalised),
@@ -113,7 +122,7 @@ static int l_sha256(lua_State *L) {
 
 /* mw.valid_id(s) -> boolean */
 static int l_valid_id(lua_State *L) {
-  lua_pushboolean(L, lua_type(L, 1) == LUA_TSTRING && mw_valid_id(lua_tostring(L, 1)));
+  lua_pushboolean(L, lua_type(L, 1) == LUA_TSTRING && cstr_arg(L, 1) && mw_valid_id(lua_tostring(L, 1)));
   return 1;
 }
 
@@ -159,7 +168,8 @@ static int home_tostring(lua_State *L) {
 /* home:log(tenant, actor [, create=true]) -> log | nil, msg, code */
 static int home_log(lua_State *L) {
   mw_store *s = tohome(L, 1);
-  const char *tenant = luaL_checkstring(L, 2), *actor = luaL_checkstring(L, 3);
+  const char *tenant = cstr_arg(L, 2), *actor = cstr_arg(L, 3);
+  if (!tenant || !actor) return failure(L, MW_EINVAL, tenant ? "invalid actor id" : "invalid tenant name");
   int create = lua_isnoneornil(L, 4) ? 1 : lua_toboolean(L, 4);
   int64_t id;
   int rc = mw_store_stream(s, tenant, actor, create, &id);
@@ -207,7 +217,9 @@ static int home_fold(lua_State *L) {
 static int home_token_create(lua_State *L) {
   mw_store *s = tohome(L, 1);
   char tok[68];
-  int rc = mw_token_create(s, luaL_checkstring(L, 2), luaL_checkstring(L, 3), tok);
+  const char *tenant = cstr_arg(L, 2), *role = cstr_arg(L, 3);
+  if (!tenant || !role) return failure(L, MW_EINVAL, tenant ? "invalid role" : "invalid tenant name");
+  int rc = mw_token_create(s, tenant, role, tok);
   if (rc) return failure(L, rc, mw_store_errmsg(s));
   lua_pushstring(L, tok);
   return 1;
@@ -215,7 +227,9 @@ static int home_token_create(lua_State *L) {
 
 static int home_token_revoke(lua_State *L) {
   mw_store *s = tohome(L, 1);
-  int rc = mw_token_revoke(s, luaL_checkstring(L, 2));
+  const char *tok = cstr_arg(L, 2);
+  if (!tok) return failure(L, MW_ENOENT, "no such token");
+  int rc = mw_token_revoke(s, tok);
   if (rc) return failure(L, rc, mw_store_errmsg(s));
   lua_pushboolean(L, 1);
   return 1;
@@ -225,7 +239,9 @@ static int home_token_revoke(lua_State *L) {
 static int home_token_lookup(lua_State *L) {
   mw_store *s = tohome(L, 1);
   char tenant[65], role[16];
-  int rc = mw_token_lookup(s, luaL_checkstring(L, 2), tenant, role);
+  const char *tok = cstr_arg(L, 2);
+  if (!tok) return failure(L, MW_EAUTH, "unknown token");
+  int rc = mw_token_lookup(s, tok, tenant, role);
   if (rc) return failure(L, rc, mw_store_errmsg(s));
   lua_pushstring(L, tenant);
   lua_pushstring(L, role);
@@ -292,9 +308,10 @@ static int do_append(lua_State *L, mw_store *s, llog *g, mw_append *items, size_
 static int log_append(lua_State *L) {
   llog *g;
   mw_store *s = tolog(L, 1, &g);
-  const char *kind = luaL_checkstring(L, 2);
+  const char *kind = cstr_arg(L, 2);
   luaL_checkany(L, 3);
   int64_t expect = opt_expect(L, 4);
+  if (!kind) return failure(L, MW_EINVAL, "invalid entry kind");
   mw_buf b = {0};
   char err[256];
   int rc = arg_json(L, 3, &b, err, sizeof err);
@@ -331,7 +348,7 @@ static int log_append_batch(lua_State *L) {
       lua_rawgeti(L, -1, 1);
       lua_rawgeti(L, -2, 2);
       /* a string, so it stays referenced by the caller's batch table */
-      items[i].kind = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+      items[i].kind = lua_type(L, -2) == LUA_TSTRING ? cstr_arg(L, lua_gettop(L) - 1) : NULL;
       if (!items[i].kind) {
         rc = MW_EINVAL;
         snprintf(err, sizeof err, "batch item %zu has no kind", i + 1);

@@ -4,4 +4,9 @@
 #include <lua.h>
 int luaopen_mw(lua_State *L);
 int mw__lua_open_json(lua_State *L);   /* [-0, +1] the json table alone */
+/* pairs and next that visit keys in sorted order (numbers, then strings by
+ * bytes, then booleans): what every script whose output is compared by bytes
+ * iterates with (fold.c). */
+int mw__lua_sorted_pairs(lua_State *L);
+int mw__lua_sorted_next(lua_State *L);
 #endif

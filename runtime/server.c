@@ -96,8 +96,10 @@ static void handle(void *ud, mw_http_req *req) {
   int get = !strcmp(m, "GET"), post = !strcmp(m, "POST");
 
   if (!strcmp(path, "/healthz") && get) {
-    static const char ok[] = "{\"cortex\":\"dark\",\"status\":\"ok\"}";
-    respond(s, req, "/healthz", 200, ok, sizeof ok - 1);
+    static const char live[] = "{\"cortex\":\"live\",\"status\":\"ok\"}";
+    static const char dark[] = "{\"cortex\":\"dark\",\"status\":\"ok\"}";
+    if (mw_engine_cortex_live(s->engine)) respond(s, req, "/healthz", 200, live, sizeof live - 1);
+    else respond(s, req, "/healthz", 200, dark, sizeof dark - 1);
     return;
   }
   if (!strcmp(path, "/metrics") && get) {
@@ -142,6 +144,7 @@ static void handle(void *ud, mw_http_req *req) {
   else if (post && !strcmp(path, "/v1/sleep")) fn = mw_sleep, route = "/v1/sleep";
   else if (post && !strcmp(path, "/v1/load")) fn = mw_load, route = "/v1/load";
   else if (get && !strcmp(path, "/v1/status")) fn = mw_status, route = "/v1/status";
+  else if (post && !strcmp(path, "/v1/navigate")) fn = mw_navigate, route = "/v1/navigate";
   else if (!strncmp(path, "/v1/actors/", 11)) {
     const char *a = path + 11, *slash = strchr(a, '/');
     if (slash) {

@@ -957,3 +957,17 @@ void mw_store_scrub(mw_store *s) {
                "COMMIT;", NULL, NULL, NULL);
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
+
+int mw_store_streams(mw_store *s, const char *tenant, mw_stream_cb cb, void *ud) {
+  static const char sql[] = "SELECT id, actor, last_cursor FROM streams WHERE tenant=?1 ORDER BY actor";
+  sqlite3_stmt *st = mw__store_stmt(s, sql);
+  if (!st) return dbfail(s, sqlite3_errcode(s->db));
+  sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+  int rc, stop = 0;
+  while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    stop = cb(ud, sqlite3_column_int64(st, 0), (const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2));
+  if (stop) rc = stop < 0 ? stop : 0;
+  else rc = rc == SQLITE_DONE ? 0 : dbfail(s, rc);
+  mw__store_done(s, st);
+  return rc;
+}

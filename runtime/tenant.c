@@ -3,6 +3,7 @@
  * call protected, under instruction, wall-clock and memory budgets.  Nothing
  * here may exit or let a Lua error escape into C. */
 #include "tenant.h"
+#include "cortex.h"
 #include "json.h"
 #include "ljson.h"
 #include "lmw.h"
@@ -30,6 +31,10 @@ struct mw_tenant {
   int over;                    /* 1: instructions, 2: time, 3: memory */
   int compose_ref, profiles_ref, skills_ref;
   mw_run_out *run;             /* the run in progress, for ctx.stage */
+  mw_cortex *cx;               /* NULL: dark */
+  char cx_reason[256];
+  mw_buf navigated;            /* what the current compose navigated */
+  int composing;
 };
 
 static uint64_t now_ns(void) {
@@ -113,6 +118,99 @@ static int tcall(mw_tenant *t, int nargs, int nres) {
   return MW_ESKILL;
 }
 
+/* ---- the Cortex, from Lua ------------------------------------------------------ */
+
+static const char *opt_field_string(lua_State *L, int t, const char *k, size_t max) {
+  const char *v = NULL;
+  if (lua_getfield(L, t, k) == LUA_TSTRING) {
+    size_t n;
+    v = lua_tolstring(L, -1, &n);
+    if (n > max) luaL_error(L, "navigate: %s is longer than %d bytes", k, (int)max);
+  } else if (!lua_isnil(L, -1)) {
+    luaL_error(L, "navigate: %s must be a string", k);
+  }
+  lua_pop(L, 1);   /* the string stays referenced by the options table */
+  return v;
+}
+
+/* cortex.navigate{hint=, from=, to=, depth=, limit=, rels={...}, history=}
+ *   -> {status = "live", nodes = {...}, edges = {...}} | nil, message, "dark" */
+static int l_navigate(lua_State *L) {
+  mw_tenant *t = tenant_of(L);
+  lua_settop(L, 1);
+  if (lua_isnil(L, 1)) lua_newtable(L), lua_replace(L, 1);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  mw_nav nav = {0};
+  nav.hint = opt_field_string(L, 1, "hint", 2000);
+  nav.from = opt_field_string(L, 1, "from", 128);
+  nav.to = opt_field_string(L, 1, "to", 128);
+  lua_getfield(L, 1, "depth");
+  nav.depth = (int)luaL_optinteger(L, -1, 1);
+  lua_getfield(L, 1, "limit");
+  nav.limit = (int)luaL_optinteger(L, -1, 20);
+  lua_getfield(L, 1, "history");
+  nav.history = lua_toboolean(L, -1);
+  lua_pop(L, 3);
+  const char *rels[16];
+  if (lua_getfield(L, 1, "rels") == LUA_TTABLE) {
+    int n = (int)lua_rawlen(L, -1);
+    if (n > 16) return luaL_error(L, "navigate: at most 16 relations");
+    for (int i = 0; i < n; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      rels[i] = lua_tostring(L, -1);
+      if (!rels[i] || lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "navigate: rels must be strings");
+      lua_pop(L, 1);
+    }
+    nav.rels = rels;
+    nav.nrels = n;
+  }
+  if (!t->cx) {
+    luaL_pushfail(L);
+    lua_pushstring(L, t->cx_reason[0] ? t->cx_reason : "the Cortex is dark");
+    lua_pushliteral(L, "dark");
+    return 3;
+  }
+  mw_buf out = {0};
+  int rc = mw_cortex_navigate(t->cx, &nav, &out);
+  if (rc) {
+    mw__buf_free(&out);
+    luaL_pushfail(L);
+    lua_pushstring(L, mw_cortex_errmsg(t->cx));
+    lua_pushstring(L, rc == MW_EUNAVAIL ? "dark" : mw_err_name(rc));
+    return 3;
+  }
+  if (t->composing) {   /* kept with the session record, never in the log */
+    mw__buf_addstr(&t->navigated, t->navigated.len ? "," : "");
+    mw__buf_add(&t->navigated, out.p, out.len);
+  }
+  char err[256];
+  rc = mw__ljson_decode(L, out.p, out.len, err, sizeof err);
+  mw__buf_free(&out);
+  if (rc) return luaL_error(L, "navigate: %s", err);
+  lua_pushliteral(L, "live");
+  lua_setfield(L, -2, "status");
+  return 1;
+}
+
+/* cortex.status() -> "live" | "dark", reason */
+static int l_cortex_status(lua_State *L) {
+  mw_tenant *t = tenant_of(L);
+  lua_pushstring(L, t->cx ? "live" : "dark");
+  if (t->cx) return 1;
+  lua_pushstring(L, t->cx_reason);
+  return 2;
+}
+
+void mw__tenant_set_cortex(mw_tenant *t, mw_cortex *cx, const char *reason) {
+  t->cx = cx;
+  snprintf(t->cx_reason, sizeof t->cx_reason, "%s", cx ? "" : (reason ? reason : "the Cortex is dark"));
+}
+
+const char *mw__tenant_navigated(mw_tenant *t, size_t *len) {
+  *len = t->navigated.len;
+  return t->navigated.p;
+}
+
 /* ---- the sandbox ------------------------------------------------------------ */
 
 static int open_sandbox(lua_State *L) {
@@ -134,8 +232,21 @@ static int open_sandbox(lua_State *L) {
   lua_pushnil(L);
   lua_setfield(L, -2, "dump");
   lua_pop(L, 1);
+  /* sorted iteration: Waking's briefing must be the same bytes every time */
+  lua_pushcfunction(L, mw__lua_sorted_pairs);
+  lua_setglobal(L, "pairs");
+  lua_pushcfunction(L, mw__lua_sorted_next);
+  lua_setglobal(L, "next");
   mw__lua_open_json(L);
   lua_setglobal(L, "json");
+  lua_newtable(L);
+  lua_pushcfunction(L, l_navigate);
+  lua_setfield(L, -2, "navigate");
+  lua_pushcfunction(L, l_cortex_status);
+  lua_setfield(L, -2, "status");
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, "mw.cortex");
+  lua_setglobal(L, "cortex");
   return 0;
 }
 
@@ -279,6 +390,7 @@ void mw__tenant_free(mw_tenant *t) {
   if (t->L) lua_close(t->L);
   mw_fold_close(t->fold);
   mw_fold_close(t->sweep);
+  mw__buf_free(&t->navigated);
   free(t);
 }
 
@@ -368,10 +480,13 @@ int mw__tenant_compose(mw_tenant *t, const mw_compose_in *in, mw_buf *briefing, 
   lua_State *L = t->L;
   int top = lua_gettop(L);
   compose_args a = {t, in};
+  t->navigated.len = 0;
+  t->composing = 1;
   lua_pushcfunction(L, push_compose);
   lua_pushlightuserdata(L, &a);
   int rc = tcall(t, 1, 2);
   if (!rc) rc = tcall(t, 1, 1);
+  t->composing = 0;
   if (rc) {
     snprintf(err, errlen, "waking: %s", lua_tostring(L, -1));
     lua_settop(L, top);
@@ -412,6 +527,10 @@ static int ctx_stage(lua_State *L) {
     mw__buf_free(&s->body);
     return luaL_error(L, "stage: body is not JSON: %s", err);
   }
+  if (!strcmp(kind, "fact") && mw_cortex_validate(s->body.p, s->body.len, err, sizeof err)) {
+    mw__buf_free(&s->body);
+    return luaL_error(L, "stage: %s", err);
+  }
   if (s->body.len > MAX_STAGED_BYTES) {
     mw__buf_free(&s->body);
     return luaL_error(L, "stage: body of %d bytes is over the %d byte limit", (int)s->body.len,
@@ -436,6 +555,33 @@ static int ctx_remember(lua_State *L) {
   return 0;
 }
 
+/* ctx.fact(body): stages a `fact` entry (see cortex.h for its shapes); it
+ * reaches the Cortex after the run commits. */
+static int ctx_fact(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  lua_pushcfunction(L, ctx_stage);
+  lua_pushliteral(L, "fact");
+  lua_pushvalue(L, 1);
+  lua_call(L, 2, 0);
+  return 0;
+}
+
+/* ctx.promote(key): the claim about node `key` becomes a fact. */
+static int ctx_promote(lua_State *L) {
+  luaL_checkstring(L, 1);
+  lua_settop(L, 1);
+  lua_pushcfunction(L, ctx_stage);
+  lua_pushliteral(L, "fact");
+  lua_createtable(L, 0, 1);
+  lua_createtable(L, 0, 1);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, -2, "node");
+  lua_setfield(L, -2, "promote");
+  lua_call(L, 2, 0);
+  return 0;
+}
+
 typedef struct { mw_tenant *t; const mw_run_in *in; } run_args;
 
 /* [-0, +3] pushes skill.run, ctx and input; runs protected. */
@@ -454,6 +600,9 @@ static int push_run(lua_State *L) {
   lua_pushinteger(L, in->cursor); lua_setfield(L, -2, "cursor");
   lua_pushcfunction(L, ctx_stage); lua_setfield(L, -2, "stage");
   lua_pushcfunction(L, ctx_remember); lua_setfield(L, -2, "remember");
+  lua_pushcfunction(L, ctx_fact); lua_setfield(L, -2, "fact");
+  lua_pushcfunction(L, ctx_promote); lua_setfield(L, -2, "promote");
+  lua_getfield(L, LUA_REGISTRYINDEX, "mw.cortex"); lua_setfield(L, -2, "cortex");
   if (mw__ljson_decode(L, in->state, in->state_len, err, sizeof err)) return luaL_error(L, "state: %s", err);
   lua_setfield(L, -2, "state");
   if (mw__ljson_decode(L, in->input, in->input_len, err, sizeof err)) return luaL_error(L, "input: %s", err);

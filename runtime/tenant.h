@@ -27,6 +27,14 @@ mw_fold *mw__tenant_sweep(mw_tenant *t);   /* scripts/sweep.lua: the corpus */
 size_t mw__tenant_mem(const mw_tenant *t);
 
 /* The profile's fields; 0 when the profile exists. */
+/* The tenant's Cortex as the engine last found it: cx NULL means dark, for
+ * `reason`.  Lua reaches it through `cortex.navigate` (Waking) and
+ * `ctx.cortex` (skills). */
+struct mw_cortex;
+void mw__tenant_set_cortex(mw_tenant *t, struct mw_cortex *cx, const char *reason);
+/* What the last compose navigated (a JSON array of navigation results). */
+const char *mw__tenant_navigated(mw_tenant *t, size_t *len);
+
 int mw__tenant_profile(mw_tenant *t, const char *profile, char skill[65]);
 int mw__tenant_has_skill(mw_tenant *t, const char *name);
 

@@ -36,13 +36,33 @@ local function corpus_leg(req)
   }
 end
 
-local function facts_leg()
-  return {
-    status = "dark",
-    reason = "no Cortex is installed on this host yet",
-    nodes = json.array(),
-    edges = json.array(),
-  }
+-- What to look for in the Cortex: the context hint, else what the actor was
+-- directed to and what it handed over (deterministic: built from the state).
+local function seeds(req, state)
+  if req.context_hint and #req.context_hint > 0 then return req.context_hint end
+  local words = {}
+  local function collect(v, depth)
+    if depth > 3 or #words > 32 then return end
+    if type(v) == "string" then words[#words + 1] = v
+    elseif type(v) == "table" then
+      for _, x in pairs(v) do collect(x, depth + 1) end
+    end
+  end
+  collect(state.direction, 0)
+  collect(state.handover, 0)
+  return table.concat(words, " ")
+end
+
+-- Facts: navigated in the Cortex, seeded by the hint and the state, cut to
+-- the profile's budget.  A Cortex that is down darkens this leg only.
+local function facts_leg(req, state)
+  local budget = (req.profile_config or {}).facts or 10
+  local hint = seeds(req, state)
+  local res, why = cortex.navigate { hint = hint, limit = budget }
+  if not res then
+    return { status = "dark", reason = why, nodes = json.array(), edges = json.array() }
+  end
+  return { status = "live", nodes = res.nodes, edges = res.edges }
 end
 
 return {
@@ -52,7 +72,7 @@ return {
       direction = direction_leg(state),
       sources = sources_leg(req),
       corpus = corpus_leg(req),
-      facts = facts_leg(),
+      facts = facts_leg(req, state),
     }
   end,
 }

@@ -1,5 +1,5 @@
 -- c_spec.lua -- the C test programs (spec/c/*_test.c, built into
--- MW_BUILD/test/) as busted test cases: each program runs once when this file
+-- MW_BUILD/test/*_test) as busted test cases: each program runs once when this file
 -- loads; every TAP line it printed becomes one `it`, plus one `it` that the
 -- program ran to completion (exit 0, and as many results as its plan said).
 
@@ -8,7 +8,9 @@ local H = require "helpers"
 local testdir = H.build .. "/test"
 
 local function list_programs()
-  local code, out = H.run("find " .. H.q(testdir) .. " -maxdepth 1 -type f -perm -u+x 2>/dev/null | sort")
+  -- The Makefile builds spec/c/NAME_test.c into MW_BUILD/test/NAME_test; other
+  -- files there (a preloadable .so a spec builds, say) are not test programs.
+  local code, out = H.run("find " .. H.q(testdir) .. " -maxdepth 1 -type f -name '*_test' -perm -u+x 2>/dev/null | sort")
   local progs = {}
   if code ~= 0 then return progs end
   for line in out:gmatch("[^\n]+") do progs[#progs + 1] = line end
@@ -50,8 +52,9 @@ describe("C test programs", function()
   end
   for _, prog in ipairs(progs) do
     local pname = prog:match("([^/]+)$")
-    -- Run it now, at load time, so each TAP line can be its own test case.
-    local code, out, err = H.run("cd " .. H.q(H.build .. "/..") .. " && timeout 120 " .. H.q(prog))
+    -- Run it now, at load time (from the directory busted runs in, the
+    -- repository), so each TAP line can be its own test case.
+    local code, out, err = H.run("timeout 120 " .. H.q(prog))
     local results, plan = parse_tap(out)
     describe(pname, function()
       for _, r in ipairs(results) do

@@ -233,6 +233,10 @@ describe("mw", function()
       assert.is_string(tok, out)
       local home = assert(mw.open(path))
       assert.are.same({ "acme", "operator" }, { home:token_lookup(tok) })
+      -- only the whole token: not one with more after it, nor a prefix
+      for _, wrong in ipairs({ tok .. "\0", tok .. "\0x", tok:sub(1, -2), tok .. "0" }) do
+        assert.are.same({ nil, "EAUTH" }, { select(1, home:token_lookup(wrong)), select(3, home:token_lookup(wrong)) })
+      end
       assert.are.equal("1", H.sql(path, "SELECT count(*) FROM tenants WHERE name='acme'"))
       home:close()
     end)

@@ -46,6 +46,45 @@ local function fails_with(code, ok, msg, got)
   assert.are.equal(code, got, "code for: " .. tostring(msg))
 end
 
+-- ---- the module and the home ----------------------------------------------
+
+describe("mw module", function()
+  after_each(H.cleanup)
+
+  it("checks ids: 1-64 of A-Z a-z 0-9 _ . -, not . or ..", function()
+    for _, ok in ipairs({ "a", "arc", "companion_7", "A-b.c_D", string.rep("x", 64), "..." }) do
+      assert.is_true(mw.valid_id(ok), ok)
+    end
+    for _, bad in ipairs({ "", ".", "..", string.rep("x", 65), "a b", "a/b", "é", "a\0b", 7 }) do
+      assert.is_false(mw.valid_id(bad), tostring(bad))
+    end
+  end)
+
+  it("hashes with SHA-256 (hex)", function()
+    assert.are.equal("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", mw.sha256("abc"))
+    assert.are.equal("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", mw.sha256(""))
+  end)
+
+  it("opens only MW homes, and creates one only when asked", function()
+    local dir = H.tmpdir()
+    local home, msg, code = mw.open(dir .. "/nope")
+    assert.is_nil(home)
+    assert.are.equal("ENOTHOME", code)
+    assert.is_truthy(msg:find("not an MW home", 1, true), msg)
+    assert.is_false(H.exists(dir .. "/nope/mw.db"))
+    home, msg, code = mw.open(dir)
+    assert.are.equal("ENOTHOME", code)
+    home = assert(mw.open(dir .. "/yes", { create = true }))
+    assert.is_truthy(tostring(home):find(dir .. "/yes", 1, true))
+    home:close()
+    home:close()   -- closing twice is fine
+    assert.is_truthy(tostring(home):find("closed", 1, true))
+    assert.has_error(function() home:log("acme", "arc") end)
+    home = assert(mw.open(dir .. "/yes"))
+    home:close()
+  end)
+end)
+
 -- ---- the log ---------------------------------------------------------------
 
 describe("log", function()
@@ -136,8 +175,10 @@ describe("log", function()
     end
 
     it("a malformed kind", function()
-      for _, kind in ipairs({ "bad kind", "", string.rep("k", 65), "a/b", "..", ".", "ké" }) do
+      -- "note\0x" is not "note": C must not see it cut short
+      for _, kind in ipairs({ "bad kind", "", string.rep("k", 65), "a/b", "..", ".", "ké", "note\0x" }) do
         fails_with("EINVAL", log:append(kind, { n = 3 }))
+        fails_with("EINVAL", log:append_batch({ { "note", { n = 3 } }, { kind, { n = 4 } } }))
       end
       unchanged()
     end)
@@ -153,7 +194,7 @@ describe("log", function()
 
     it("a malformed tenant or actor id", function()
       local streams, tenants = count(path, "streams"), count(path, "tenants")
-      for _, bad in ipairs({ "bad tenant", "", string.rep("t", 65), "a/b", "..", "." }) do
+      for _, bad in ipairs({ "bad tenant", "", string.rep("t", 65), "a/b", "..", ".", "acme\0x", "arc\0" }) do
         fails_with("EINVAL", home:log(bad, "arc"))
         fails_with("EINVAL", home:log("acme", bad))
         fails_with("EINVAL", home:log(bad, "fresh"))
