@@ -8,26 +8,30 @@
  * its cached statements; one thread at a time; mw_cortex_close(NULL) is fine.
  * Every call leaves no statement running and no transaction it began open.
  *
- * The version chain.  Each fact item becomes a version row of a node key (or
- * of an edge from/rel/to), identified by (actor, cursor, item) and ordered by
- * (ts, actor, cursor, item).  Walking a key's versions in that order with a
- * state "live or absent":
+ * The version chain.  Each fact item becomes a version of a node key (or of
+ * an edge from/rel/to), identified and ordered by (ts, actor, cursor, item)
+ * -- the primary key of the version tables, so that re-applying an entry
+ * writes nothing (the log fixes an entry's ts, so this is its (actor, cursor,
+ * item) identity).  Walking a key's versions in that order with a state
+ * "live or absent":
  *   stated     always takes effect (the node/edge as the fact says);
  *   retraction takes effect when live (-> absent);
  *   promoted   takes effect when live: a copy of the live version, trust "fact";
- *   implied    (a node named by an edge) takes effect only when absent.
+ *   implied    takes effect only when absent (nodes: see below).
  * A version that takes effect has live=1 and valid_to = the ts of the next one
- * that does (NULL for the last); the rest are inert (live=0, kept because an
- * out-of-order fact can wake them up).  The current row is the last live
- * version unless it is a retraction.  The result is a function of the set of
- * versions only, hence order independence.
+ * that does (NULL for the last); retractions and promotes that do not are kept
+ * with live=0 (an out-of-order fact can wake them up).  The current row is the
+ * last live version unless it is a retraction.  All of it is a function of
+ * the set of facts, never of their arrival order.
  *
- * Never dangling: every edge fact also writes an implied version of both of
- * its nodes (kind "unknown", label = key, trust "claim", same actor, cursor
- * and item), which takes effect exactly when the node does not exist at that
- * point -- an edge naming a missing node creates it.  An edge whose node was
- * retracted *after* the edge was stated stays in edges_current but is never
- * navigated (reads join both ends to nodes_current). */
+ * Never dangling: every stated edge is also an "implied" event for both of
+ * its nodes (kind "unknown", label = key, trust "claim", the edge's actor,
+ * cursor, item and ts): an edge naming a missing node creates it as its own
+ * version.  The events are read from edge_versions; node_versions holds a row
+ * only for those that take effect, so a live graph does not pay a row per
+ * edge end.  An edge whose node was retracted after the edge was stated stays
+ * in edges_current but is never navigated (reads join both ends to
+ * nodes_current) until the node comes back. */
 #include "cortex.h"
 #include "jfield.h"
 #include "json.h"
@@ -66,23 +70,21 @@
 static const char SCHEMA[] =
   "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v);"
   "CREATE TABLE IF NOT EXISTS applied(actor TEXT PRIMARY KEY, cursor INTEGER NOT NULL);"
-  "CREATE TABLE IF NOT EXISTS node_versions(id INTEGER PRIMARY KEY, key TEXT NOT NULL,"
+  "CREATE TABLE IF NOT EXISTS node_versions(key TEXT NOT NULL,"
   " ts INTEGER NOT NULL, actor TEXT NOT NULL, cursor INTEGER NOT NULL, item INTEGER NOT NULL,"
   " retract INTEGER NOT NULL, origin TEXT NOT NULL, live INTEGER NOT NULL,"
   " valid_from INTEGER NOT NULL, valid_to INTEGER,"
-  " kind TEXT, label TEXT, props TEXT, trust TEXT, UNIQUE(key, actor, cursor, item));"
-  "CREATE INDEX IF NOT EXISTS node_versions_order ON node_versions(key, ts, actor, cursor, item);"
-  "CREATE INDEX IF NOT EXISTS node_versions_live ON node_versions(key, ts, actor, cursor, item)"
-  " WHERE live=1;"
-  "CREATE TABLE IF NOT EXISTS edge_versions(id INTEGER PRIMARY KEY, src TEXT NOT NULL,"
-  " rel TEXT NOT NULL, dst TEXT NOT NULL,"
+  " kind TEXT, label TEXT, props TEXT, trust TEXT,"
+  " PRIMARY KEY(key, ts, actor, cursor, item)) WITHOUT ROWID;"
+  "CREATE TABLE IF NOT EXISTS edge_versions(src TEXT NOT NULL, rel TEXT NOT NULL, dst TEXT NOT NULL,"
   " ts INTEGER NOT NULL, actor TEXT NOT NULL, cursor INTEGER NOT NULL, item INTEGER NOT NULL,"
   " retract INTEGER NOT NULL, origin TEXT NOT NULL, live INTEGER NOT NULL,"
   " valid_from INTEGER NOT NULL, valid_to INTEGER,"
-  " weight REAL, props TEXT, trust TEXT, UNIQUE(src, rel, dst, actor, cursor, item));"
-  "CREATE INDEX IF NOT EXISTS edge_versions_order ON edge_versions(src, rel, dst, ts, actor, cursor, item);"
-  "CREATE INDEX IF NOT EXISTS edge_versions_live ON edge_versions(src, rel, dst, ts, actor, cursor, item)"
-  " WHERE live=1;"
+  " weight REAL, props TEXT, trust TEXT,"
+  " PRIMARY KEY(src, rel, dst, ts, actor, cursor, item)) WITHOUT ROWID;"
+  /* the implied events of a node at the `to` end (the `from` end is the key's prefix) */
+  "CREATE INDEX IF NOT EXISTS edge_versions_dst ON edge_versions(dst)"
+  " WHERE retract=0 AND origin='stated';"
   "CREATE TABLE IF NOT EXISTS nodes_current(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,"
   " kind TEXT NOT NULL, label TEXT NOT NULL, props TEXT NOT NULL, trust TEXT NOT NULL,"
   " valid_from INTEGER NOT NULL, actor TEXT NOT NULL, cursor INTEGER NOT NULL);"
@@ -164,31 +166,39 @@ static const char *const SQL[Q__N] = {
  * binders serves both:
  *   ?1 key (edges: ?1 src, ?2 rel, ?3 dst), ?4 ts, ?5 actor, ?6 cursor,
  *   ?7 item, ?8 retract, ?9 origin, ?10 kind, ?11 label, ?12 props,
- *   ?13 trust, ?14 weight, ?15 version id, ?16 live, ?17 valid_to.
- * Content columns are read as (kind, label, props, trust, weight). */
+ *   ?13 trust, ?14 weight, ?16 live, ?17 valid_to.
+ * A version is named by its key and (?4, ?5, ?6, ?7).  Rows are read as
+ * (ts, actor, cursor, item, retract, origin, live, valid_to, kind, label,
+ * props, trust, weight). */
 enum { T_NODES, T_EDGES };
-enum { V_INS, V_LATER, V_PREV, V_WALK, V_SET_LIVE, V_SET_CONTENT, V_CUR_PUT, V_CUR_DEL,
-       V_CUR_HAS, V_HIST, V__N };
+enum { V_INS, V_LATER, V_PREV, V_WALK, V_EVENTS, V_DEL_IMPLIED, V_SET_LIVE, V_SET_CONTENT, V_CUR_PUT,
+       V_CUR_DEL, V_CUR_HAS, V_HIST, V__N };
 
 #define VORDER "ts, actor, cursor, item"
 #define VDESC "ts DESC, actor DESC, cursor DESC, item DESC"
 #define NKEY "key=?1"
 #define EKEY "src=?1 AND rel=?2 AND dst=?3"
+#define VID " AND ts=?4 AND actor=?5 AND cursor=?6 AND item=?7"
+#define VCOLS "ts, actor, cursor, item, retract, origin, live, valid_to, "
 
 static const char *const VSQL[2][V__N] = {
   [T_NODES] = {
     [V_INS] = "INSERT OR IGNORE INTO node_versions(key, ts, actor, cursor, item, retract, origin,"
-              " live, valid_from, kind, label, props, trust)"
-              " VALUES(?1, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?4, ?10, ?11, ?12, ?13)",
+              " live, valid_from, valid_to, kind, label, props, trust)"
+              " VALUES(?1, ?4, ?5, ?6, ?7, ?8, ?9, ?16, ?4, ?17, ?10, ?11, ?12, ?13)",
     [V_LATER] = "SELECT 1 FROM node_versions WHERE " NKEY " AND (" VORDER ") > (?4, ?5, ?6, ?7) LIMIT 1",
-    [V_PREV] = "SELECT id, retract, kind, label, props, trust, NULL FROM node_versions"
+    [V_PREV] = "SELECT " VCOLS "kind, label, props, trust, NULL FROM node_versions"
                " WHERE " NKEY " AND live=1 ORDER BY " VDESC " LIMIT 1",
-    [V_WALK] = "SELECT id, retract, origin, live, valid_to, ts, kind, label, props, trust, NULL"
-               " FROM node_versions WHERE " NKEY " ORDER BY " VORDER,
-    [V_SET_LIVE] = "UPDATE node_versions SET live=?16, valid_to=?17 WHERE id=?15",
-    [V_SET_CONTENT] = "UPDATE node_versions SET kind=?10, label=?11, props=?12, trust=?13 WHERE id=?15",
+    [V_WALK] = "SELECT " VCOLS "kind, label, props, trust, NULL FROM node_versions"
+               " WHERE " NKEY " AND origin<>'implied' ORDER BY " VORDER,
+    [V_EVENTS] = "SELECT " VORDER " FROM edge_versions WHERE src=?1 AND retract=0 AND origin='stated'"
+                 " UNION SELECT " VORDER " FROM edge_versions WHERE dst=?1 AND retract=0 AND origin='stated'",
+    [V_DEL_IMPLIED] = "DELETE FROM node_versions WHERE " NKEY " AND origin='implied'",
+    [V_SET_LIVE] = "UPDATE node_versions SET live=?16, valid_to=?17 WHERE " NKEY VID,
+    [V_SET_CONTENT] = "UPDATE node_versions SET kind=?10, label=?11, props=?12, trust=?13 WHERE " NKEY VID,
     [V_CUR_PUT] = "INSERT INTO nodes_current(key, kind, label, props, trust, valid_from, actor, cursor)"
-                  " SELECT key, kind, label, props, trust, ts, actor, cursor FROM node_versions WHERE id=?15"
+                  " SELECT key, kind, label, props, trust, ts, actor, cursor FROM node_versions"
+                  " WHERE " NKEY VID
                   " ON CONFLICT(key) DO UPDATE SET kind=excluded.kind, label=excluded.label,"
                   " props=excluded.props, trust=excluded.trust, valid_from=excluded.valid_from,"
                   " actor=excluded.actor, cursor=excluded.cursor",
@@ -200,18 +210,20 @@ static const char *const VSQL[2][V__N] = {
   },
   [T_EDGES] = {
     [V_INS] = "INSERT OR IGNORE INTO edge_versions(src, rel, dst, ts, actor, cursor, item, retract,"
-              " origin, live, valid_from, weight, props, trust)"
-              " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?4, ?14, ?12, ?13)",
+              " origin, live, valid_from, valid_to, weight, props, trust)"
+              " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?16, ?4, ?17, ?14, ?12, ?13)",
     [V_LATER] = "SELECT 1 FROM edge_versions WHERE " EKEY " AND (" VORDER ") > (?4, ?5, ?6, ?7) LIMIT 1",
-    [V_PREV] = "SELECT id, retract, NULL, NULL, props, trust, weight FROM edge_versions"
+    [V_PREV] = "SELECT " VCOLS "NULL, NULL, props, trust, weight FROM edge_versions"
                " WHERE " EKEY " AND live=1 ORDER BY " VDESC " LIMIT 1",
-    [V_WALK] = "SELECT id, retract, origin, live, valid_to, ts, NULL, NULL, props, trust, weight"
-               " FROM edge_versions WHERE " EKEY " ORDER BY " VORDER,
-    [V_SET_LIVE] = "UPDATE edge_versions SET live=?16, valid_to=?17 WHERE id=?15",
-    [V_SET_CONTENT] = "UPDATE edge_versions SET props=?12, trust=?13, weight=?14 WHERE id=?15",
+    [V_WALK] = "SELECT " VCOLS "NULL, NULL, props, trust, weight FROM edge_versions"
+               " WHERE " EKEY " ORDER BY " VORDER,
+    [V_EVENTS] = "SELECT 1 WHERE 0",
+    [V_DEL_IMPLIED] = "SELECT 1 WHERE 0",
+    [V_SET_LIVE] = "UPDATE edge_versions SET live=?16, valid_to=?17 WHERE " EKEY VID,
+    [V_SET_CONTENT] = "UPDATE edge_versions SET props=?12, trust=?13, weight=?14 WHERE " EKEY VID,
     [V_CUR_PUT] = "INSERT INTO edges_current(src, rel, dst, weight, props, trust, valid_from, actor, cursor)"
                   " SELECT src, rel, dst, weight, props, trust, ts, actor, cursor FROM edge_versions"
-                  " WHERE id=?15 ON CONFLICT(src, rel, dst) DO UPDATE SET weight=excluded.weight,"
+                  " WHERE " EKEY VID " ON CONFLICT(src, rel, dst) DO UPDATE SET weight=excluded.weight,"
                   " props=excluded.props, trust=excluded.trust, valid_from=excluded.valid_from,"
                   " actor=excluded.actor, cursor=excluded.cursor",
     [V_CUR_DEL] = "DELETE FROM edges_current WHERE " EKEY,
@@ -447,7 +459,8 @@ int mw_cortex_open(const char *path, int create, int busy_ms, mw_cortex **out, c
   sqlite3_busy_timeout(c->db, busy_ms > 0 ? busy_ms : 0);
   /* The first read of the header: "not a database" shows here. */
   if ((rc = exec(c, "PRAGMA journal_mode=WAL"))) goto done;
-  if ((rc = exec(c, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA cache_size=-16384")))
+  if ((rc = exec(c, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;"
+                   " PRAGMA cache_size=-16384")))
     goto done;
   if ((rc = run(c, Q(c, Q_BEGIN)))) goto done;
   rc = setup(c, create);
@@ -914,28 +927,43 @@ static void bind_content(sqlite3_stmt *st, const content *ct) {
   }
 }
 
-static int set_live(mw_cortex *c, int t, int64_t id, int live, int has_vt, int64_t vt) {
-  sqlite3_stmt *st = VQ(c, t, V_SET_LIVE);
+/* Runs a statement naming version (k, m) of table t; binds what set binds. */
+typedef void (*binder)(sqlite3_stmt *st, const void *ud);
+
+static int on_version(mw_cortex *c, int t, int which, const char *const k[3], const vmeta *m, binder set,
+                      const void *ud) {
+  sqlite3_stmt *st = VQ(c, t, which);
   if (!st) return prepfail(c);
-  sqlite3_bind_int64(st, 15, id);
-  sqlite3_bind_int(st, 16, live);
-  if (has_vt) sqlite3_bind_int64(st, 17, vt);
+  bind_key(st, t, k);
+  bind_meta(st, m);
+  if (set) set(st, ud);
   return run(c, st);
 }
 
-static int set_content(mw_cortex *c, int t, int64_t id, const content *ct) {
-  sqlite3_stmt *st = VQ(c, t, V_SET_CONTENT);
-  if (!st) return prepfail(c);
-  bind_content(st, ct);
-  sqlite3_bind_int64(st, 15, id);
-  return run(c, st);
+typedef struct livevt {
+  int live, has_vt;
+  int64_t vt;
+} livevt;
+
+static void bind_livevt(sqlite3_stmt *st, const void *ud) {
+  const livevt *l = ud;
+  sqlite3_bind_int(st, 16, l->live);
+  if (l->has_vt) sqlite3_bind_int64(st, 17, l->vt);
 }
 
-static int cur_put(mw_cortex *c, int t, int64_t id) {
-  sqlite3_stmt *st = VQ(c, t, V_CUR_PUT);
-  if (!st) return prepfail(c);
-  sqlite3_bind_int64(st, 15, id);
-  return run(c, st);
+static void bind_content_ud(sqlite3_stmt *st, const void *ud) { bind_content(st, ud); }
+
+static int set_live(mw_cortex *c, int t, const char *const k[3], const vmeta *m, int live, int has_vt, int64_t vt) {
+  livevt l = {live, has_vt, vt};
+  return on_version(c, t, V_SET_LIVE, k, m, bind_livevt, &l);
+}
+
+static int set_content(mw_cortex *c, int t, const char *const k[3], const vmeta *m, const content *ct) {
+  return on_version(c, t, V_SET_CONTENT, k, m, bind_content_ud, ct);
+}
+
+static int cur_put(mw_cortex *c, int t, const char *const k[3], const vmeta *m) {
+  return on_version(c, t, V_CUR_PUT, k, m, NULL, NULL);
 }
 
 static int cur_del(mw_cortex *c, int t, const char *const k[3]) {
@@ -945,158 +973,291 @@ static int cur_del(mw_cortex *c, int t, const char *const k[3]) {
   return run(c, st);
 }
 
-typedef struct wrow {
-  int64_t id, ts, vt, new_vt;
-  int live, has_vt, new_live, new_has_vt, promoted;
-  content pc;                          /* a promoted version's resolved content */
-} wrow;
+/* Inserts a version row; *added is 0 when it was already there. */
+typedef struct newrow {
+  int retract, origin, live, has_vt;
+  int64_t vt;
+  const content *ct;
+} newrow;
 
-/* Recomputes a key's whole chain (see the top of this file) and writes what
- * changed: live flags, valid_to, promoted contents, the current row. */
-static int walk(mw_cortex *c, int t, const char *const k[3]) {
-  sqlite3_stmt *st = VQ(c, t, V_WALK);
-  if (!st) return prepfail(c);
-  bind_key(st, t, k);
-  wrow *w = NULL;
-  size_t n = 0, cap = 0;
-  content state = {0};
-  int live = 0, rc = 0, src;
-  long last = -1;
-  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    if (n == cap) {
-      size_t ncap = cap ? cap * 2 : 16;
-      wrow *nw = realloc(w, ncap * sizeof *w);
-      if (!nw) {
-        rc = cfail(c, MW_ENOMEM, "out of memory");
-        break;
-      }
-      w = nw;
-      cap = ncap;
-    }
-    wrow *r = &w[n++];
-    memset(r, 0, sizeof *r);
-    r->id = sqlite3_column_int64(st, 0);
-    int retract = sqlite3_column_int(st, 1);
-    int origin = origin_code(sqlite3_column_text(st, 2));
-    r->live = sqlite3_column_int(st, 3);
-    r->has_vt = sqlite3_column_type(st, 4) != SQLITE_NULL;
-    r->vt = sqlite3_column_int64(st, 4);
-    r->ts = sqlite3_column_int64(st, 5);
-    r->promoted = origin == O_PROMOTED;
-    r->new_live = effective(origin, retract, live);
-    if (!r->new_live) continue;
-    if (last >= 0) {
-      w[last].new_has_vt = 1;
-      w[last].new_vt = r->ts;
-    }
-    last = (long)n - 1;
-    if (retract) {
-      content_free(&state);
-      live = 0;
-      continue;
-    }
-    if (r->promoted) {
-      state.s[3] = "fact";
-      state.n[3] = 4;
-      if (content_dup(&r->pc, &state)) rc = cfail(c, MW_ENOMEM, "out of memory");
-    } else if (content_load(&state, st, 6)) {
-      rc = cfail(c, MW_ENOMEM, "out of memory");
-    }
-    live = 1;
-    if (rc) break;
-  }
-  sqlite3_reset(st);
-  if (!rc && src != SQLITE_DONE) rc = dbfail(c, src);
-  for (size_t i = 0; i < n && !rc; i++) {
-    wrow *r = &w[i];
-    if (r->new_live != r->live || r->new_has_vt != r->has_vt || (r->new_has_vt && r->new_vt != r->vt))
-      rc = set_live(c, t, r->id, r->new_live, r->new_has_vt, r->new_vt);
-    if (!rc && r->promoted) rc = set_content(c, t, r->id, &r->pc);   /* NULLs when inert */
-  }
-  if (!rc) rc = live ? cur_put(c, t, w[last].id) : cur_del(c, t, k);
-  for (size_t i = 0; i < n; i++) content_free(&w[i].pc);
-  free(w);
-  content_free(&state);
+static void bind_newrow(sqlite3_stmt *st, const void *ud) {
+  const newrow *r = ud;
+  sqlite3_bind_int(st, 8, r->retract);
+  sqlite3_bind_text(st, 9, ORIGIN[r->origin], -1, SQLITE_STATIC);
+  bind_content(st, r->ct);
+  sqlite3_bind_int(st, 16, r->live);
+  if (r->has_vt) sqlite3_bind_int64(st, 17, r->vt);
+}
+
+static int insert_row(mw_cortex *c, int t, const char *const k[3], const vmeta *m, const newrow *r, int *added) {
+  int rc = on_version(c, t, V_INS, k, m, bind_newrow, r);
+  *added = !rc && sqlite3_changes(c->db) > 0;
   return rc;
 }
 
-/* After inserting version nid: when it is the last of its key (the usual
- * case: facts arrive in order), the state before it is the last live
- * version, and only that version, the new one and the current row change;
- * otherwise the whole chain is walked.  Both give the same rows. */
-static int chain(mw_cortex *c, int t, const char *const k[3], const vmeta *m, int retract, int origin,
-                 int64_t nid) {
+/* The content an implied version has. */
+static content implied_content(const char *key) {
+  return (content){.s = {"unknown", key, "{}", "claim"}, .n = {7, strlen(key), 2, 5}};
+}
+
+/* The last live version of a key (the state after everything stored):
+ * *have, its name in *pm (actor copied into actor[]), whether it is a
+ * retraction, and its content when want_content. */
+static int last_live(mw_cortex *c, int t, const char *const k[3], int *have, vmeta *pm, char *actor,
+                     int *retract, content *ct) {
+  sqlite3_stmt *st = VQ(c, t, V_PREV);
+  if (!st) return prepfail(c);
+  bind_key(st, t, k);
+  int rc = sqlite3_step(st), lrc = 0;
+  *have = rc == SQLITE_ROW;
+  if (*have) {
+    const char *a = (const char *)sqlite3_column_text(st, 1);
+    size_t an = (size_t)sqlite3_column_bytes(st, 1);
+    if (!a || an > ACTOR_MAX) lrc = MW_EINTERNAL;
+    else memcpy(actor, a, an), actor[an] = '\0';
+    *pm = (vmeta){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 2), actor, sqlite3_column_int(st, 3)};
+    *retract = sqlite3_column_int(st, 4);
+    if (!lrc && ct && !*retract) lrc = content_load(ct, st, 8);
+  }
+  sqlite3_reset(st);
+  if (!*have && rc != SQLITE_DONE) return dbfail(c, rc);
+  if (lrc) return lrc == MW_ENOMEM ? cfail(c, lrc, "out of memory") : cfail(c, lrc, "cortex: bad version row");
+  return 0;
+}
+
+/* Is there a version of k after m? */
+static int later(mw_cortex *c, int t, const char *const k[3], const vmeta *m, int *yes) {
   sqlite3_stmt *st = VQ(c, t, V_LATER);
   if (!st) return prepfail(c);
   bind_key(st, t, k);
   bind_meta(st, m);
   int rc = sqlite3_step(st);
   sqlite3_reset(st);
-  if (rc == SQLITE_ROW) return walk(c, t, k);
-  if (rc != SQLITE_DONE) return dbfail(c, rc);
+  *yes = rc == SQLITE_ROW;
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : dbfail(c, rc);
+}
 
-  if (!(st = VQ(c, t, V_PREV))) return prepfail(c);
+typedef struct wrow {
+  int64_t ts, cursor, vt, new_vt;
+  size_t actor, actorn;                /* in the walk's name buffer */
+  const char *actorp;
+  int item, retract, origin, live, has_vt, new_live, new_has_vt, event;
+  content pc;                          /* stated: its content; promoted: the resolved one */
+} wrow;
+
+typedef struct wlist {
+  wrow *w;
+  size_t n, cap;
+  mw_buf names;
+} wlist;
+
+static int wrow_cmp(const void *pa, const void *pb) {
+  const wrow *a = pa, *b = pb;
+  if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+  size_t n = a->actorn < b->actorn ? a->actorn : b->actorn;
+  int r = memcmp(a->actorp, b->actorp, n);   /* SQLite's BINARY collation */
+  if (r) return r;
+  if (a->actorn != b->actorn) return a->actorn < b->actorn ? -1 : 1;
+  if (a->cursor != b->cursor) return a->cursor < b->cursor ? -1 : 1;
+  return (a->item > b->item) - (a->item < b->item);
+}
+
+/* Reads stored versions (events=0) or a node's implied events (events=1). */
+static int walk_read(mw_cortex *c, int t, const char *const k[3], int events, wlist *l) {
+  sqlite3_stmt *st = VQ(c, t, events ? V_EVENTS : V_WALK);
+  if (!st) return prepfail(c);
   bind_key(st, t, k);
-  content prev = {0};
-  int64_t pid = 0;
-  int prev_retract = 0, lrc = 0;
-  rc = sqlite3_step(st);
-  int have = rc == SQLITE_ROW;
-  if (have) {
-    pid = sqlite3_column_int64(st, 0);
-    prev_retract = sqlite3_column_int(st, 1);
-    if (!prev_retract && origin == O_PROMOTED) lrc = content_load(&prev, st, 2);
+  int rc = 0, src;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    if (l->n == l->cap) {
+      size_t ncap = l->cap ? l->cap * 2 : 16;
+      wrow *nw = realloc(l->w, ncap * sizeof *nw);
+      if (!nw) {
+        rc = MW_ENOMEM;
+        break;
+      }
+      l->w = nw;
+      l->cap = ncap;
+    }
+    wrow *r = &l->w[l->n++];
+    memset(r, 0, sizeof *r);
+    const char *a = (const char *)sqlite3_column_text(st, 1);
+    r->ts = sqlite3_column_int64(st, 0);
+    r->actor = l->names.len;
+    r->actorn = (size_t)sqlite3_column_bytes(st, 1);
+    r->cursor = sqlite3_column_int64(st, 2);
+    r->item = sqlite3_column_int(st, 3);
+    r->event = events;
+    if (!a || mw__buf_add(&l->names, a, r->actorn) || mw__buf_addc(&l->names, '\0')) {
+      rc = MW_ENOMEM;
+      break;
+    }
+    if (events) {
+      r->origin = O_IMPLIED;
+      continue;
+    }
+    r->retract = sqlite3_column_int(st, 4);
+    r->origin = origin_code(sqlite3_column_text(st, 5));
+    r->live = sqlite3_column_int(st, 6);
+    r->has_vt = sqlite3_column_type(st, 7) != SQLITE_NULL;
+    r->vt = sqlite3_column_int64(st, 7);
+    if (!r->retract && r->origin == O_STATED && (rc = content_load(&r->pc, st, 8))) break;
   }
   sqlite3_reset(st);
-  if (!have && rc != SQLITE_DONE) return dbfail(c, rc);
-  if (lrc) return cfail(c, MW_ENOMEM, "out of memory");
+  if (rc) return cfail(c, MW_ENOMEM, "out of memory");
+  return src == SQLITE_DONE ? 0 : dbfail(c, src);
+}
+
+static int walk_write(mw_cortex *c, int t, const char *const k[3], wlist *l, long last, int live);
+
+/* Recomputes a key's whole chain from its stored versions and (nodes) its
+ * implied events, then writes what changed: live flags, valid_to, promoted
+ * contents, the implied rows that take effect, the current row. */
+static int walk(mw_cortex *c, int t, const char *const k[3]) {
+  wlist l = {0};
+  int rc = walk_read(c, t, k, 0, &l);
+  if (!rc && t == T_NODES) rc = walk_read(c, t, k, 1, &l);
+  if (rc) goto done;
+  for (size_t i = 0; i < l.n; i++) l.w[i].actorp = l.names.p + l.w[i].actor;
+  qsort(l.w, l.n, sizeof *l.w, wrow_cmp);   /* names are unique: a total order */
+  const content *state = NULL;
+  content imp = implied_content(k[0]);
+  long last = -1;
+  for (size_t i = 0; i < l.n; i++) {
+    wrow *r = &l.w[i];
+    r->new_live = effective(r->origin, r->retract, state != NULL);
+    if (!r->new_live) continue;
+    if (last >= 0) {
+      l.w[last].new_has_vt = 1;
+      l.w[last].new_vt = r->ts;
+    }
+    last = (long)i;
+    if (r->retract) {
+      state = NULL;
+    } else if (r->origin == O_PROMOTED) {
+      if (content_dup(&r->pc, state)) {
+        rc = cfail(c, MW_ENOMEM, "out of memory");
+        goto done;
+      }
+      r->pc.s[3] = "fact";
+      r->pc.n[3] = 4;
+      state = &r->pc;
+    } else {
+      state = r->event ? &imp : &r->pc;
+    }
+  }
+  rc = walk_write(c, t, k, &l, last, state != NULL);
+done:
+  for (size_t i = 0; i < l.n; i++) content_free(&l.w[i].pc);
+  free(l.w);
+  mw__buf_free(&l.names);
+  return rc;
+}
+
+static int walk_write(mw_cortex *c, int t, const char *const k[3], wlist *l, long last, int live) {
+  int rc = 0;
+  content imp = implied_content(k[0]);
+  if (t == T_NODES) {
+    sqlite3_stmt *st = VQ(c, t, V_DEL_IMPLIED);
+    if (!st) return prepfail(c);
+    bind_key(st, t, k);
+    if ((rc = run(c, st))) return rc;
+  }
+  for (size_t i = 0; i < l->n && !rc; i++) {
+    wrow *r = &l->w[i];
+    vmeta m = {r->ts, r->cursor, r->actorp, r->item};
+    if (r->event) {
+      if (!r->new_live) continue;
+      newrow nr = {0, O_IMPLIED, 1, r->new_has_vt, r->new_vt, &imp};
+      int added;
+      rc = insert_row(c, t, k, &m, &nr, &added);
+      continue;
+    }
+    if (r->new_live != r->live || r->new_has_vt != r->has_vt || (r->new_has_vt && r->new_vt != r->vt))
+      rc = set_live(c, t, k, &m, r->new_live, r->new_has_vt, r->new_vt);
+    if (!rc && r->origin == O_PROMOTED) {
+      if (!r->new_live) content_free(&r->pc);   /* an inert promote holds no content */
+      rc = set_content(c, t, k, &m, &r->pc);
+    }
+  }
+  if (rc) return rc;
+  if (!live) return cur_del(c, t, k);
+  const wrow *r = &l->w[last];
+  vmeta m = {r->ts, r->cursor, r->actorp, r->item};
+  return cur_put(c, t, k, &m);
+}
+
+/* After inserting the stated, promoted or retraction version m: when it is
+ * the last of its key (the usual case: facts arrive in order), the state
+ * before it is the last live version, and only that one, the new one and the
+ * current row change; otherwise the whole chain is walked.  A node
+ * retraction always walks: it may wake implied events after it. */
+static int chain(mw_cortex *c, int t, const char *const k[3], const vmeta *m, int retract, int origin) {
+  int yes, rc;
+  if (t == T_NODES && retract) return walk(c, t, k);
+  if ((rc = later(c, t, k, m, &yes))) return rc;
+  if (yes) return walk(c, t, k);
+  /* The new row has live=0, so the last live one is the state before it. */
+  int have, prev_retract = 0;
+  vmeta pm;
+  char pactor[ACTOR_MAX + 1];
+  content prev = {0};
+  if ((rc = last_live(c, t, k, &have, &pm, pactor, &prev_retract, origin == O_PROMOTED ? &prev : NULL)))
+    return rc;
   int live = have && !prev_retract;
-  rc = 0;
   if (effective(origin, retract, live)) {
     if (origin == O_PROMOTED) {
       prev.s[3] = "fact";
       prev.n[3] = 4;
-      rc = set_content(c, t, nid, &prev);
+      rc = set_content(c, t, k, m, &prev);
     }
-    if (!rc) rc = set_live(c, t, nid, 1, 0, 0);
-    if (!rc && have) rc = set_live(c, t, pid, 1, 1, m->ts);
-    if (!rc) rc = retract ? cur_del(c, t, k) : cur_put(c, t, nid);
+    if (!rc) rc = set_live(c, t, k, m, 1, 0, 0);
+    if (!rc && have) rc = set_live(c, t, k, &pm, 1, 1, m->ts);
+    if (!rc) rc = retract ? cur_del(c, t, k) : cur_put(c, t, k, m);
   }
   content_free(&prev);
   return rc;
 }
 
-/* Inserts one version and recomputes its chain.  Returns 0 (also when the
- * version was already there: idempotent), 1 when must_be_current and the key
- * has no current row (nothing written), or an MW_ code. */
+/* Inserts one stated, promoted or retraction version and recomputes its
+ * chain.  Returns 0 (also when the version was already there: idempotent),
+ * 1 when must_be_current and the key has no current row (nothing written),
+ * or an MW_ code.  *added tells whether it was new. */
 static int version(mw_cortex *c, int t, const char *const k[3], const vmeta *m, int retract, int origin,
-                   const content *ct, int must_be_current) {
-  sqlite3_stmt *st = VQ(c, t, V_INS);
-  if (!st) return prepfail(c);
-  bind_key(st, t, k);
-  bind_meta(st, m);
-  sqlite3_bind_int(st, 8, retract);
-  sqlite3_bind_text(st, 9, ORIGIN[origin], -1, SQLITE_STATIC);
-  bind_content(st, ct);
-  int rc = run(c, st);
-  if (rc) return rc;
-  if (sqlite3_changes(c->db) == 0) return 0;
-  int64_t nid = sqlite3_last_insert_rowid(c->db);
+                   const content *ct, int must_be_current, int *added) {
+  newrow nr = {retract, origin, 0, 0, 0, ct};
+  int rc = insert_row(c, t, k, m, &nr, added);
+  if (rc || !*added) return rc;
   if (must_be_current) {
-    if (!(st = VQ(c, t, V_CUR_HAS))) return prepfail(c);
+    sqlite3_stmt *st = VQ(c, t, V_CUR_HAS);
+    if (!st) return prepfail(c);
     bind_key(st, t, k);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc == SQLITE_DONE) return 1;
     if (rc != SQLITE_ROW) return dbfail(c, rc);
   }
-  return chain(c, t, k, m, retract, origin, nid);
+  return chain(c, t, k, m, retract, origin);
 }
 
+/* The implied event of a new stated edge m for one of its nodes: in order
+ * (nothing stored after m) it takes effect only if the node is absent, and
+ * then it is a row of its own; out of order, the node's chain is walked. */
 static int implied(mw_cortex *c, const char *key, const vmeta *m) {
   const char *k[3] = {key, NULL, NULL};
-  content ct = {.s = {"unknown", key, "{}", "claim"}, .n = {7, strlen(key), 2, 5}};
-  return version(c, T_NODES, k, m, 0, O_IMPLIED, &ct, 0);
+  int yes, have, prev_retract = 0, added;
+  vmeta pm;
+  char pactor[ACTOR_MAX + 1];
+  int rc = later(c, T_NODES, k, m, &yes);
+  if (rc) return rc;
+  if (yes) return walk(c, T_NODES, k);
+  if ((rc = last_live(c, T_NODES, k, &have, &pm, pactor, &prev_retract, NULL))) return rc;
+  if (have && !prev_retract) return 0;   /* the node is there: the event is inert */
+  content imp = implied_content(key);
+  newrow nr = {0, O_IMPLIED, 1, 0, 0, &imp};
+  if ((rc = insert_row(c, T_NODES, k, m, &nr, &added))) return rc;
+  if (have && (rc = set_live(c, T_NODES, k, &pm, 1, 1, m->ts))) return rc;
+  return cur_put(c, T_NODES, k, m);
 }
 
 typedef struct actx {
@@ -1112,21 +1273,21 @@ static int apply_fact(void *ud, const fact *f, int item, const char *who) {
   const char *k[3] = {f->key, f->rel, f->to};
   const char *trust = f->trust ? "fact" : "claim";
   content ct = {0};
-  int rc;
+  int rc, added;
   switch (f->op) {
     case F_NODE:
       ct = (content){.s = {f->kind, f->label, f->props, trust},
                      .n = {strlen(f->kind), f->label_n, f->props_n, strlen(trust)}};
-      return version(c, T_NODES, k, &m, 0, O_STATED, &ct, 0);
+      return version(c, T_NODES, k, &m, 0, O_STATED, &ct, 0, &added);
     case F_EDGE:
       ct = (content){.s = {NULL, NULL, f->props, trust}, .n = {0, 0, f->props_n, strlen(trust)},
                      .has_weight = 1, .weight = f->weight};
-      if ((rc = version(c, T_EDGES, k, &m, 0, O_STATED, &ct, 0))) return rc;
+      if ((rc = version(c, T_EDGES, k, &m, 0, O_STATED, &ct, 0, &added)) || !added) return rc;
       if ((rc = implied(c, f->key, &m))) return rc;
       return strcmp(f->to, f->key) ? implied(c, f->to, &m) : 0;
     default:
       rc = version(c, f->edge ? T_EDGES : T_NODES, k, &m, f->op == F_RETRACT,
-                   f->op == F_PROMOTE ? O_PROMOTED : O_STATED, &ct, f->op == F_PROMOTE);
+                   f->op == F_PROMOTE ? O_PROMOTED : O_STATED, &ct, f->op == F_PROMOTE, &added);
       if (rc != 1) return rc;
       if (f->edge)
         return cfail(c, MW_EINVAL, "%s: promote of a missing edge %s -%s-> %s", who, f->key, f->rel, f->to);

@@ -421,7 +421,7 @@ static int get_tenant(mw_engine *e, const char *name, mw_tenant **out, char *err
     return 0;
   }
   mw_tenant_conf c = {e->scripts, e->skills, e->home, e->o.tenant_mem_limit, e->o.skill_budget,
-                      e->o.skill_time_ms};
+                      e->o.skill_time_ms, 0};
   int rc = mw__tenant_new(name, &c, &t, err, errlen);
   if (rc) return rc;
   if (mw__map_put(&e->tenants, name, t)) {

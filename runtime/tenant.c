@@ -2,6 +2,7 @@
  * (scripts/profiles.lua) and skills (skills/NAME.lua and the tenant's own), each
  * call protected, under instruction, wall-clock and memory budgets.  Nothing
  * here may exit or let a Lua error escape into C. */
+#define _GNU_SOURCE   /* memmem */
 #include "tenant.h"
 #include "cortex.h"
 #include "json.h"
@@ -35,7 +36,17 @@ struct mw_tenant {
   char cx_reason[256];
   mw_buf navigated;            /* what the current compose navigated */
   int composing;
+  struct secret { char name[65]; char *value; size_t len; } *secrets;
+  size_t nsecrets;
+  mw_beat *beats;
+  size_t nbeats;
 };
+
+#define MAX_SECRET_BYTES (64 * 1024)
+#define MAX_PATTERN_SUBJECT (1 << 20)
+#define MAX_PATTERN_LEN 512
+#define MAX_PATTERN_QUANTIFIERS 12
+#define MAX_REP_BYTES (16u << 20)
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -211,6 +222,107 @@ const char *mw__tenant_navigated(mw_tenant *t, size_t *len) {
   return t->navigated.p;
 }
 
+/* ---- bounded C functions -------------------------------------------------------
+ * Count hooks never fire inside one C call, so the string functions that can
+ * run long in one call are bounded by size instead. */
+
+static int pattern_guard(lua_State *L, int fn_upvalue) {
+  size_t sn, pn;
+  luaL_checklstring(L, 1, &sn);
+  const char *p = luaL_checklstring(L, 2, &pn);
+  if (sn > MAX_PATTERN_SUBJECT) return luaL_error(L, "pattern subject over %d bytes", MAX_PATTERN_SUBJECT);
+  if (pn > MAX_PATTERN_LEN) return luaL_error(L, "pattern over %d bytes", MAX_PATTERN_LEN);
+  int q = 0;
+  for (size_t i = 0; i < pn; i++) {
+    if (p[i] == '%') { i++; continue; }
+    if (p[i] == '*' || p[i] == '+' || p[i] == '-' || p[i] == '?') q++;
+  }
+  if (q > MAX_PATTERN_QUANTIFIERS) return luaL_error(L, "pattern with more than %d quantifiers", MAX_PATTERN_QUANTIFIERS);
+  lua_pushvalue(L, lua_upvalueindex(fn_upvalue));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+static int bounded_pattern(lua_State *L) { return pattern_guard(L, 1); }
+
+static int bounded_rep(lua_State *L) {
+  size_t n, sepn = 0;
+  luaL_checklstring(L, 1, &n);
+  lua_Integer k = luaL_checkinteger(L, 2);
+  if (!lua_isnoneornil(L, 3)) luaL_checklstring(L, 3, &sepn);
+  if (k > 0 && (double)(n + sepn) * (double)k > (double)MAX_REP_BYTES)
+    return luaL_error(L, "string.rep result over %d bytes", (int)MAX_REP_BYTES);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
+/* load(chunk [, name [, mode [, env]]]): text only, and never the host's
+ * globals: without env the chunk gets a fresh table reading the sandbox's. */
+static int safe_load(lua_State *L) {
+  size_t n;
+  const char *src = luaL_checklstring(L, 1, &n);
+  const char *name = luaL_optstring(L, 2, "=(load)");
+  int has_env = !lua_isnone(L, 4);
+  int rc = luaL_loadbufferx(L, src, n, name, "t");
+  if (rc != LUA_OK) {
+    luaL_pushfail(L);
+    lua_insert(L, -2);
+    return 2;
+  }
+  if (has_env) {
+    lua_pushvalue(L, 4);
+  } else {
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_getfield(L, LUA_REGISTRYINDEX, "mw.sandbox");
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+  }
+  lua_setupvalue(L, -2, 1);
+  return 1;
+}
+
+static int readonly_newindex(lua_State *L) {
+  return luaL_error(L, "attempt to change a read-only table (%s)", lua_tostring(L, 2) ? lua_tostring(L, 2) : "?");
+}
+
+/* rawset that cannot reach through a read-only view. */
+static int safe_rawset(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (lua_getmetatable(L, 1)) {
+    int frozen = lua_getfield(L, -1, "__newindex") == LUA_TFUNCTION && lua_tocfunction(L, -1) == readonly_newindex;
+    lua_pop(L, 2);
+    if (frozen) return luaL_error(L, "attempt to change a read-only table");
+  }
+  luaL_checkany(L, 2);
+  luaL_checkany(L, 3);
+  lua_settop(L, 3);
+  lua_rawset(L, 1);
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* Replaces global `name` by a read-only view of it, so that one skill cannot
+ * change what the others call (string.format, json.encode ...). */
+static void freeze_global(lua_State *L, const char *name) {
+  lua_getglobal(L, name);
+  int lib = lua_gettop(L);
+  lua_newtable(L);                       /* the proxy */
+  lua_newtable(L);                       /* its metatable */
+  lua_pushvalue(L, lib);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, readonly_newindex);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
+  lua_setglobal(L, name);
+  lua_pop(L, 1);
+}
+
 /* ---- the sandbox ------------------------------------------------------------ */
 
 static int open_sandbox(lua_State *L) {
@@ -223,7 +335,7 @@ static int open_sandbox(lua_State *L) {
     luaL_requiref(L, libs[i].name, libs[i].open, 1);
     lua_pop(L, 1);
   }
-  static const char *const drop[] = {"dofile", "loadfile", "load", "require", "collectgarbage", NULL};
+  static const char *const drop[] = {"dofile", "loadfile", "load", "require", "collectgarbage", "print", NULL};
   for (int i = 0; drop[i]; i++) {
     lua_pushnil(L);
     lua_setglobal(L, drop[i]);
@@ -231,7 +343,34 @@ static int open_sandbox(lua_State *L) {
   lua_getglobal(L, "string");
   lua_pushnil(L);
   lua_setfield(L, -2, "dump");
+  static const char *const patterns[] = {"find", "match", "gmatch", "gsub", NULL};
+  for (int i = 0; patterns[i]; i++) {
+    lua_getfield(L, -1, patterns[i]);
+    lua_pushcclosure(L, bounded_pattern, 1);
+    lua_setfield(L, -2, patterns[i]);
+  }
+  lua_getfield(L, -1, "rep");
+  lua_pushcclosure(L, bounded_rep, 1);
+  lua_setfield(L, -2, "rep");
   lua_pop(L, 1);
+  /* The string metatable is shared by every string: hide it. */
+  lua_pushliteral(L, "");
+  lua_getmetatable(L, -1);
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 2);
+  lua_pushcfunction(L, safe_load);
+  lua_setglobal(L, "load");
+  /* a clock for skills; no os.execute, no os.exit, no files */
+  lua_newtable(L);
+  luaL_requiref(L, "mw.os", luaopen_os, 0);
+  static const char *const os_keep[] = {"time", "clock", "date", "difftime", NULL};
+  for (int i = 0; os_keep[i]; i++) {
+    lua_getfield(L, -1, os_keep[i]);
+    lua_setfield(L, -3, os_keep[i]);
+  }
+  lua_pop(L, 1);
+  lua_setglobal(L, "os");
   /* sorted iteration: Waking's briefing must be the same bytes every time */
   lua_pushcfunction(L, mw__lua_sorted_pairs);
   lua_setglobal(L, "pairs");
@@ -247,6 +386,16 @@ static int open_sandbox(lua_State *L) {
   lua_pushvalue(L, -1);
   lua_setfield(L, LUA_REGISTRYINDEX, "mw.cortex");
   lua_setglobal(L, "cortex");
+  static const char *const frozen[] = {"string", "table", "math", "utf8", "coroutine", "json", "cortex", "os", NULL};
+  for (int i = 0; frozen[i]; i++) freeze_global(L, frozen[i]);
+  lua_getglobal(L, "cortex");
+  lua_setfield(L, LUA_REGISTRYINDEX, "mw.cortex");   /* ctx.cortex: the frozen view */
+  lua_pushcfunction(L, safe_rawset);
+  lua_setglobal(L, "rawset");
+  lua_pushnil(L);
+  lua_setglobal(L, "_G");   /* scripts see their own _ENV, never the shared globals */
+  lua_pushglobaltable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, "mw.sandbox");
   return 0;
 }
 
@@ -274,11 +423,13 @@ static int load_file(mw_tenant *t, const char *path, char *err, size_t errlen) {
     lua_pop(L, 1);
     return MW_ESKILL;
   }
-  /* env = setmetatable({}, {__index = _G}) as the chunk's _ENV */
+  /* env = setmetatable({}, {__index = <sandbox globals>, __metatable = false}) */
   lua_newtable(L);
   lua_newtable(L);
   lua_pushglobaltable(L);
   lua_setfield(L, -2, "__index");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
   lua_setmetatable(L, -2);
   lua_setupvalue(L, -2, 1);
   rc = tcall(t, 0, 1);
@@ -289,42 +440,174 @@ static int load_file(mw_tenant *t, const char *path, char *err, size_t errlen) {
   return rc;
 }
 
-/* Registers every skill file of dir into the skills table (top of stack). */
-static void load_skills(mw_tenant *t, const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *de;
-  char path[1024], err[1024];
+static void log_load_error(const mw_tenant *t, const char *what, const char *err) {
+  mw_buf m = {0};
+  mw__json_string(&m, err, strlen(err));
+  fprintf(stderr, "{\"level\":\"error\",\"tenant\":\"%s\",\"msg\":\"%s\",\"error\":%s}\n", t->name, what,
+          m.p ? m.p : "null");
+  mw__buf_free(&m);
+}
+
+static int lua_file(const struct dirent *de) {
+  size_t n = strlen(de->d_name);
+  return n >= 5 && de->d_name[0] != '.' && strcmp(de->d_name + n - 4, ".lua") == 0;
+}
+
+/* Registers every skill file of dir (in name order) into the skills table on
+ * top of the stack.  A skill is a table {name = <id>, description = <string>,
+ * run = function(ctx, input)}.  Strict (a reload): the first bad file fails
+ * the whole load with "file:line: message", so the old version keeps
+ * serving.  Lenient (first load): a bad file is logged and skipped. */
+static int load_skills(mw_tenant *t, const char *dir, int strict, char *err, size_t errlen) {
+  struct dirent **names;
+  int n = scandir(dir, &names, lua_file, alphasort);
+  if (n < 0) return 0;   /* no such folder: no skills there */
+  char path[1024], why[1200];
   lua_State *L = t->L;
-  while ((de = readdir(d))) {
-    size_t n = strlen(de->d_name);
-    if (n < 5 || strcmp(de->d_name + n - 4, ".lua") != 0 || de->d_name[0] == '.') continue;
-    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-    if (load_file(t, path, err, sizeof err)) {
-      mw_buf m = {0};
-      mw__json_string(&m, err, strlen(err));
-      fprintf(stderr, "{\"level\":\"error\",\"tenant\":\"%s\",\"msg\":\"skill %s failed to load\",\"error\":%s}\n",
-              t->name, de->d_name, m.p ? m.p : "null");
-      mw__buf_free(&m);
-      continue;
+  int base = lua_gettop(L), rc = 0;   /* the skills table */
+  for (int i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+    int bad = load_file(t, path, why, sizeof why);
+    if (!bad) {
+      const char *problem = NULL;
+      if (!lua_istable(L, -1)) {
+        problem = "must return a table {name, description, run}";
+      } else {
+        int nm = lua_getfield(L, -1, "name") == LUA_TSTRING && mw_valid_id(lua_tostring(L, -1));
+        int ds = lua_getfield(L, -2, "description") == LUA_TSTRING;
+        int rn = lua_getfield(L, -3, "run") == LUA_TFUNCTION;
+        lua_pop(L, 3);
+        if (!nm) problem = "name must be 1-64 of A-Z a-z 0-9 _ . -";
+        else if (!ds) problem = "description must be a string";
+        else if (!rn) problem = "run must be a function(ctx, input)";
+      }
+      if (problem) {
+        snprintf(why, sizeof why, "%s: skill %s", path, problem);
+        bad = MW_EINVAL;
+      } else {
+        lua_getfield(L, -1, "name");
+        lua_insert(L, -2);
+        lua_settable(L, base);
+      }
     }
-    int ok = 0;
-    if (lua_istable(L, -1)) {
-      int run = lua_getfield(L, -1, "run"), nm = lua_getfield(L, -2, "name");
-      ok = run == LUA_TFUNCTION && nm == LUA_TSTRING && mw_valid_id(lua_tostring(L, -1));
-      lua_pop(L, 2);
-    }
-    if (ok) {
-      lua_getfield(L, -1, "name");
-      lua_insert(L, -2);
-      lua_settable(L, -3);
-    } else {
-      lua_pop(L, 1);
-      fprintf(stderr, "{\"level\":\"error\",\"tenant\":\"%s\",\"msg\":\"skill %s must return"
-              " {name = <id>, description = ..., run = function(ctx, input)}\"}\n", t->name, de->d_name);
+    lua_settop(L, base);
+    if (bad) {
+      if (strict) {
+        snprintf(err, errlen, "%s", why);
+        rc = bad;
+        break;
+      }
+      log_load_error(t, "a skill failed to load", why);
     }
   }
-  closedir(d);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
+}
+
+/* Secrets: every regular file of HOME/tenants/<tenant>/secrets/ (at most
+ * 64 KiB each), readable by this tenant's skills only, never logged. */
+static int not_dot(const struct dirent *de) { return de->d_name[0] != '.'; }
+
+static int load_secrets(mw_tenant *t, const char *home, char *err, size_t errlen) {
+  char dir[1024], path[1400];
+  snprintf(dir, sizeof dir, "%s/tenants/%s/secrets", home, t->name);
+  struct dirent **names;
+  int n = scandir(dir, &names, not_dot, alphasort);
+  if (n < 0) return 0;
+  int rc = 0;
+  t->secrets = calloc((size_t)n + 1, sizeof *t->secrets);
+  for (int i = 0; i < n; i++) {
+    if (!rc && t->secrets && mw_valid_id(names[i]->d_name)) {
+      snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+      FILE *f = fopen(path, "rb");
+      char *buf = f ? malloc(MAX_SECRET_BYTES + 1) : NULL;
+      size_t len = buf ? fread(buf, 1, MAX_SECRET_BYTES + 1, f) : 0;
+      if (f) fclose(f);
+      if (buf && len <= MAX_SECRET_BYTES) {
+        while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r')) len--;   /* echo's newline */
+        struct secret *sec = &t->secrets[t->nsecrets++];
+        snprintf(sec->name, sizeof sec->name, "%.64s", names[i]->d_name);
+        sec->value = buf;
+        sec->len = len;
+      } else {
+        free(buf);
+        if (f && len > MAX_SECRET_BYTES) {
+          snprintf(err, errlen, "%s: a secret is at most %d bytes", path, MAX_SECRET_BYTES);
+          rc = MW_EINVAL;
+        }
+      }
+    }
+    free(names[i]);
+  }
+  free(names);
+  if (!t->secrets && n > 0) rc = MW_ENOMEM;
+  return rc;
+}
+
+/* Heartbeats: HOME/tenants/<tenant>/heartbeat.lua returns a list of
+ * {actor = <id>, every_ms = <n >= 10>, profile = <name>?, skill = <name>?}. */
+static int load_beats(mw_tenant *t, const char *home, char *err, size_t errlen) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tenants/%s/heartbeat.lua", home, t->name);
+  FILE *probe = fopen(path, "rb");
+  if (!probe) return 0;
+  fclose(probe);
+  lua_State *L = t->L;
+  int top = lua_gettop(L);
+  int rc = load_file(t, path, err, errlen);
+  if (rc) return rc;
+  if (!lua_istable(L, -1)) {
+    snprintf(err, errlen, "%s: must return a list of heartbeats", path);
+    lua_settop(L, top);
+    return MW_EINVAL;
+  }
+  size_t n = (size_t)lua_rawlen(L, -1);
+  t->beats = calloc(n + 1, sizeof *t->beats);
+  if (!t->beats) {
+    lua_settop(L, top);
+    return MW_ENOMEM;
+  }
+  for (size_t i = 0; i < n && !rc; i++) {
+    lua_rawgeti(L, -1, (lua_Integer)i + 1);
+    mw_beat *b = &t->beats[i];
+    const char *problem = NULL;
+    if (!lua_istable(L, -1)) problem = "each heartbeat must be a table";
+    else {
+      lua_getfield(L, -1, "actor");
+      lua_getfield(L, -2, "every_ms");
+      lua_getfield(L, -3, "profile");
+      lua_getfield(L, -4, "skill");
+      const char *actor = lua_tostring(L, -4), *profile = lua_tostring(L, -2), *skill = lua_tostring(L, -1);
+      int isnum;
+      lua_Integer every = lua_tointegerx(L, -3, &isnum);
+      if (!actor || !mw_valid_id(actor)) problem = "actor must be an actor id";
+      else if (!isnum || every < 10) problem = "every_ms must be an integer >= 10";
+      else if (profile && strcmp(profile, "builder") && strcmp(profile, "companion") && strcmp(profile, "agent"))
+        problem = "profile must be builder, companion or agent";
+      else if (skill && !mw_valid_id(skill)) problem = "skill must be a skill name";
+      else {
+        snprintf(b->actor, sizeof b->actor, "%s", actor);
+        snprintf(b->profile, sizeof b->profile, "%s", profile ? profile : "agent");
+        snprintf(b->skill, sizeof b->skill, "%s", skill ? skill : "");
+        b->every_ms = every;
+      }
+      lua_pop(L, 4);
+    }
+    lua_pop(L, 1);
+    if (problem) {
+      snprintf(err, errlen, "%s: heartbeat %zu: %s", path, i + 1, problem);
+      rc = MW_EINVAL;
+    }
+  }
+  if (!rc) t->nbeats = n;
+  lua_settop(L, top);
+  return rc;
+}
+
+const mw_beat *mw__tenant_beats(const mw_tenant *t, size_t *n) {
+  *n = t->nbeats;
+  return t->beats;
 }
 
 int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, char *err, size_t errlen) {
@@ -372,12 +655,17 @@ int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, c
   }
   t->profiles_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_newtable(L);
-  if (c->skills_dir) load_skills(t, c->skills_dir);
+  if (c->skills_dir && (rc = load_skills(t, c->skills_dir, c->strict, err, errlen))) goto fail;
   if (c->home) {
     snprintf(path, sizeof path, "%s/tenants/%s/skills", c->home, name);
-    load_skills(t, path);   /* the tenant's own override the shared ones */
+    /* the tenant's own skills override the shared ones */
+    if ((rc = load_skills(t, path, c->strict, err, errlen))) goto fail;
   }
   t->skills_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  if (c->home) {
+    if ((rc = load_secrets(t, c->home, err, errlen))) goto fail;
+    if ((rc = load_beats(t, c->home, err, errlen))) goto fail;
+  }
   *out = t;
   return 0;
 fail:
@@ -391,6 +679,12 @@ void mw__tenant_free(mw_tenant *t) {
   mw_fold_close(t->fold);
   mw_fold_close(t->sweep);
   mw__buf_free(&t->navigated);
+  for (size_t i = 0; i < t->nsecrets; i++) {
+    memset(t->secrets[i].value, 0, t->secrets[i].len);
+    free(t->secrets[i].value);
+  }
+  free(t->secrets);
+  free(t->beats);
   free(t);
 }
 
@@ -505,6 +799,24 @@ int mw__tenant_compose(mw_tenant *t, const mw_compose_in *in, mw_buf *briefing, 
 
 /* ---- skills ------------------------------------------------------------------- */
 
+/* The guard: a staged body never carries a secret's value (as is, or as it
+ * reads escaped inside a JSON string). */
+static const char *leaks_secret(mw_tenant *t, const mw_buf *body) {
+  for (size_t i = 0; i < t->nsecrets; i++) {
+    const struct secret *sec = &t->secrets[i];
+    if (sec->len < 4) continue;
+    if (memmem(body->p, body->len, sec->value, sec->len)) return sec->name;
+    mw_buf esc = {0};
+    if (mw__json_string(&esc, sec->value, sec->len) == 0 && esc.len > 2 &&
+        memmem(body->p, body->len, esc.p + 1, esc.len - 2)) {
+      mw__buf_free(&esc);
+      return sec->name;
+    }
+    mw__buf_free(&esc);
+  }
+  return NULL;
+}
+
 /* ctx.stage(kind, body): the guard checks kind and body now, so a skill
  * learns at the line that staged it; the entries commit only with the run. */
 static int ctx_stage(lua_State *L) {
@@ -531,6 +843,11 @@ static int ctx_stage(lua_State *L) {
     mw__buf_free(&s->body);
     return luaL_error(L, "stage: %s", err);
   }
+  const char *leaked = leaks_secret(t, &s->body);
+  if (leaked) {
+    mw__buf_free(&s->body);
+    return luaL_error(L, "stage: the body contains the value of secret '%s'; secrets never enter the log", leaked);
+  }
   if (s->body.len > MAX_STAGED_BYTES) {
     mw__buf_free(&s->body);
     return luaL_error(L, "stage: body of %d bytes is over the %d byte limit", (int)s->body.len,
@@ -538,6 +855,46 @@ static int ctx_stage(lua_State *L) {
   }
   snprintf(s->kind, sizeof s->kind, "%s", kind);
   o->nstaged++;
+  return 0;
+}
+
+/* ctx.secret(name) -> the value of HOME/tenants/<tenant>/secrets/<name>, or nil. */
+static int ctx_secret(lua_State *L) {
+  mw_tenant *t = tenant_of(L);
+  const char *name = luaL_checkstring(L, 1);
+  for (size_t i = 0; i < t->nsecrets; i++)
+    if (!strcmp(t->secrets[i].name, name)) {
+      lua_pushlstring(L, t->secrets[i].value, t->secrets[i].len);
+      return 1;
+    }
+  lua_pushnil(L);
+  return 1;
+}
+
+/* ctx.call(actor, skill, input): another actor's skill, run after this run
+ * commits (a failing caller commits nothing anywhere). */
+static int ctx_call(lua_State *L) {
+  mw_tenant *t = tenant_of(L);
+  mw_run_out *o = t->run;
+  const char *actor = luaL_checkstring(L, 1), *skill = luaL_checkstring(L, 2);
+  if (!o) return luaL_error(L, "call outside a run");
+  if (!mw_valid_id(actor)) return luaL_error(L, "call: actor must be 1-64 of A-Z a-z 0-9 _ . -");
+  if (!mw_valid_id(skill)) return luaL_error(L, "call: skill must be a skill name");
+  if (o->ncalls >= 16) return luaL_error(L, "call: at most 16 calls per run");
+  mw_enqueued *c = realloc(o->calls, (o->ncalls + 1) * sizeof *c);
+  if (!c) return luaL_error(L, "not enough memory");
+  o->calls = c;
+  c = &o->calls[o->ncalls];
+  memset(c, 0, sizeof *c);
+  char err[256];
+  if (lua_isnoneornil(L, 3)) mw__buf_addstr(&c->input, "null");
+  else if (mw__ljson_encode(L, 3, &c->input, err, sizeof err)) {
+    mw__buf_free(&c->input);
+    return luaL_error(L, "call: input is not JSON: %s", err);
+  }
+  snprintf(c->actor, sizeof c->actor, "%s", actor);
+  snprintf(c->skill, sizeof c->skill, "%s", skill);
+  o->ncalls++;
   return 0;
 }
 
@@ -601,6 +958,8 @@ static int push_run(lua_State *L) {
   lua_pushcfunction(L, ctx_stage); lua_setfield(L, -2, "stage");
   lua_pushcfunction(L, ctx_remember); lua_setfield(L, -2, "remember");
   lua_pushcfunction(L, ctx_fact); lua_setfield(L, -2, "fact");
+  lua_pushcfunction(L, ctx_secret); lua_setfield(L, -2, "secret");
+  lua_pushcfunction(L, ctx_call); lua_setfield(L, -2, "call");
   lua_pushcfunction(L, ctx_promote); lua_setfield(L, -2, "promote");
   lua_getfield(L, LUA_REGISTRYINDEX, "mw.cortex"); lua_setfield(L, -2, "cortex");
   if (mw__ljson_decode(L, in->state, in->state_len, err, sizeof err)) return luaL_error(L, "state: %s", err);
@@ -650,11 +1009,19 @@ int mw__tenant_run(mw_tenant *t, const mw_run_in *in, mw_run_out *o) {
     o->staged = NULL;
     o->nstaged = 0;
     mw__buf_free(&o->result);
+    for (size_t i = 0; i < o->ncalls; i++) mw__buf_free(&o->calls[i].input);
+    free(o->calls);
+    o->calls = NULL;
+    o->ncalls = 0;
   }
   return o->rc = rc;
 }
 
 void mw__run_out_free(mw_run_out *o) {
+  for (size_t i = 0; i < o->ncalls; i++) mw__buf_free(&o->calls[i].input);
+  free(o->calls);
+  o->calls = NULL;
+  o->ncalls = 0;
   for (size_t i = 0; i < o->nstaged; i++) mw__buf_free(&o->staged[i].body);
   free(o->staged);
   o->staged = NULL;

@@ -17,6 +17,7 @@ typedef struct mw_tenant_conf {
   size_t mem_limit;            /* bytes for the tenant's Lua state */
   int64_t budget;              /* instructions per call */
   int64_t time_ms;             /* wall-clock per call */
+  int strict;                  /* a reload: any bad file fails the whole load */
 } mw_tenant_conf;
 
 int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, char *err, size_t errlen);
@@ -60,7 +61,16 @@ typedef struct mw_run_in {
   const char *input; size_t input_len;                     /* canonical */
 } mw_run_in;
 
+/* A skill asked for another actor's skill (ctx.call): it runs after the
+ * caller's commit, through skill entry. */
+typedef struct mw_enqueued {
+  char actor[65], skill[65];
+  mw_buf input;                /* canonical */
+} mw_enqueued;
+
 typedef struct mw_run_out {
+  mw_enqueued *calls;
+  size_t ncalls;
   int rc;                      /* 0, MW_ESKILL, MW_ETIMEOUT, MW_ENOENT, MW_ENOMEM */
   mw_buf result;               /* canonical JSON of what run returned */
   mw_staged *staged;
@@ -70,5 +80,12 @@ typedef struct mw_run_out {
 } mw_run_out;
 
 int mw__tenant_run(mw_tenant *t, const mw_run_in *in, mw_run_out *out);
+
+/* The tenant's heartbeats (HOME/tenants/<name>/heartbeat.lua). */
+typedef struct mw_beat {
+  char actor[65], profile[16], skill[65];
+  int64_t every_ms;
+} mw_beat;
+const mw_beat *mw__tenant_beats(const mw_tenant *t, size_t *n);
 void mw__run_out_free(mw_run_out *o);
 #endif

@@ -382,6 +382,20 @@ describe("mw", function()
       assert.are.equal('{"n":2}\n', out)
     end)
 
+    it("is not stopped by a corrupt head: the same bytes as before", function()
+      local f = assert(home:fold(H.fold_path))
+      local _, before = replay(3)
+      local id = assert(log:snapshot(f, { head = true }))
+      H.sql(path, "UPDATE snapshots SET state='{}' WHERE id='" .. id .. "'")
+      local _, _, ecode = log:hydrate(f)
+      assert.are.equal("ECORRUPT", ecode)   -- a wake is refused...
+      for _, n in ipairs({ 3, 2 }) do        -- ...a replay is not
+        local code, out, err = replay(n)
+        assert.are.equal(0, code, err)
+        if n == 3 then assert.are.equal(before, out) end
+      end
+    end)
+
     it("--to past the end exits 1 with a message", function()
       local code, out, err = replay(4)
       assert.are.equal(1, code)

@@ -56,7 +56,7 @@ describe("mw module", function()
       assert.is_true(mw.valid_id(ok), ok)
     end
     for _, bad in ipairs({ "", ".", "..", string.rep("x", 65), "a b", "a/b", "é", "a\0b", 7 }) do
-      assert.is_false(mw.valid_id(bad), tostring(bad))
+      assert.is_false(mw.valid_id(bad), string.format("%q", bad))
     end
   end)
 
@@ -211,12 +211,10 @@ describe("log", function()
     end)
 
     it("a batch with one bad body: none of it is written", function()
-      local h = log:head()
       fails_with("EJSON", log:append_batch({ { "note", { n = 3 } }, { "note", "{bad" }, { "note", { n = 5 } } }))
       fails_with("EJSON", log:append_batch({ { "note", { n = 3 } }, { "note", '{"a":1,"a":1}' } }))
       fails_with("EINVAL", log:append_batch({ { "note", { n = 3 } }, { "bad kind", { n = 4 } } }))
       fails_with("EINVAL", log:append_batch({ { "note", { n = 3 } }, "not a pair" }))
-      assert.are.equal(2, h)
       unchanged()
     end)
 
