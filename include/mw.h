@@ -271,6 +271,9 @@ typedef struct mw_call {
   size_t body_len;
   const char *query;           /* URL query for GETs, "" or NULL otherwise */
   uint64_t t0_ns;              /* when the request arrived (0: now) */
+  const char *skill;           /* for /v1/actors/{actor_id}/skills/{name} */
+  int quiet;                   /* run: a skill that stages nothing appends nothing, not even
+                                  the run entry (heartbeats: an idle beat costs no disk) */
 } mw_call;
 
 typedef struct mw_reply {
@@ -293,6 +296,12 @@ int mw_sleep(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_navigate(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 /* 1 when every tenant Cortex the engine has opened is live (for /healthz). */
 int mw_engine_cortex_live(mw_engine *e);
+/* Skill entry (operator): wakes the actor (trigger "skill"), runs the named
+ * skill with the body's "input", sleeps it with the result's "handover". */
+int mw_actor_skill(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+/* Hot reload: rebuilds every tenant's Lua state from the files on disk; a
+ * tenant whose new version fails keeps its old one (see /v1/status). */
+void mw_engine_reload(mw_engine *e);
 /* The deeper API (operator). */
 int mw_actor_log(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_actor_snapshots(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);

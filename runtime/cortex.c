@@ -63,10 +63,13 @@
 #define KEY_RULE "1-128 of A-Z a-z 0-9 _ . : / -"
 
 /* ---- schema ------------------------------------------------------------
- * edges_current is clustered on (src, rel, dst): its primary key is the
- * (src, rel) index; edges_current_dst is the (dst, rel) one.  nodes_fts is an
- * external-content FTS5 table over nodes_current (label, props, key), kept in
- * sync by the triggers. */
+ * Navigation is B-tree seeks, so the tables are laid out for one seek per
+ * neighbour: nodes_current is clustered on key (its integer id, assigned at
+ * insert, is the FTS rowid); edges_current is clustered on (src, rel, dst) --
+ * its primary key is the (src, rel) index -- and edges_current_dst, the
+ * (dst, rel) index, covers every column, so incoming edges need no second
+ * seek.  nodes_fts is an external-content FTS5 table over nodes_current
+ * (label, props, key), kept in sync by the triggers. */
 static const char SCHEMA[] =
   "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v);"
   "CREATE TABLE IF NOT EXISTS applied(actor TEXT PRIMARY KEY, cursor INTEGER NOT NULL);"
@@ -85,13 +88,14 @@ static const char SCHEMA[] =
   /* the implied events of a node at the `to` end (the `from` end is the key's prefix) */
   "CREATE INDEX IF NOT EXISTS edge_versions_dst ON edge_versions(dst)"
   " WHERE retract=0 AND origin='stated';"
-  "CREATE TABLE IF NOT EXISTS nodes_current(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,"
+  "CREATE TABLE IF NOT EXISTS nodes_current(key TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE,"
   " kind TEXT NOT NULL, label TEXT NOT NULL, props TEXT NOT NULL, trust TEXT NOT NULL,"
-  " valid_from INTEGER NOT NULL, actor TEXT NOT NULL, cursor INTEGER NOT NULL);"
+  " valid_from INTEGER NOT NULL, actor TEXT NOT NULL, cursor INTEGER NOT NULL) WITHOUT ROWID;"
   "CREATE TABLE IF NOT EXISTS edges_current(src TEXT NOT NULL, rel TEXT NOT NULL, dst TEXT NOT NULL,"
   " weight REAL NOT NULL, props TEXT NOT NULL, trust TEXT NOT NULL, valid_from INTEGER NOT NULL,"
   " actor TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY(src, rel, dst)) WITHOUT ROWID;"
-  "CREATE INDEX IF NOT EXISTS edges_current_dst ON edges_current(dst, rel);"
+  "CREATE INDEX IF NOT EXISTS edges_current_dst ON edges_current(dst, rel, src, weight, props, trust,"
+  " valid_from, actor, cursor);"
   "CREATE VIRTUAL TABLE IF NOT EXISTS nodes_fts USING fts5(label, props, key,"
   " content='nodes_current', content_rowid='id');"
   "CREATE TRIGGER IF NOT EXISTS nodes_current_ai AFTER INSERT ON nodes_current BEGIN"
@@ -196,8 +200,9 @@ static const char *const VSQL[2][V__N] = {
     [V_DEL_IMPLIED] = "DELETE FROM node_versions WHERE " NKEY " AND origin='implied'",
     [V_SET_LIVE] = "UPDATE node_versions SET live=?16, valid_to=?17 WHERE " NKEY VID,
     [V_SET_CONTENT] = "UPDATE node_versions SET kind=?10, label=?11, props=?12, trust=?13 WHERE " NKEY VID,
-    [V_CUR_PUT] = "INSERT INTO nodes_current(key, kind, label, props, trust, valid_from, actor, cursor)"
-                  " SELECT key, kind, label, props, trust, ts, actor, cursor FROM node_versions"
+    [V_CUR_PUT] = "INSERT INTO nodes_current(key, id, kind, label, props, trust, valid_from, actor, cursor)"
+                  " SELECT key, (SELECT coalesce(max(id), 0) + 1 FROM nodes_current), kind, label, props,"
+                  " trust, ts, actor, cursor FROM node_versions"
                   " WHERE " NKEY VID
                   " ON CONFLICT(key) DO UPDATE SET kind=excluded.kind, label=excluded.label,"
                   " props=excluded.props, trust=excluded.trust, valid_from=excluded.valid_from,"

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <uv.h>
@@ -43,6 +44,11 @@ typedef struct hist {
 typedef struct job job;
 typedef struct session session;
 typedef struct req req;
+typedef struct reload_status reload_status;
+static void tenant_loaded(mw_engine *e, const char *name, mw_tenant *t);
+static void status_extra(mw_engine *e, const char *tenant, mw_buf *b);
+static int entry_start(mw_engine *e, const char *tenant, const char *actor, const char *skill, const char *profile,
+                       const char *trigger, const char *input, size_t input_len, mw_reply_cb cb, void *ud);
 
 struct mw_engine {
   uv_loop_t *loop, own_loop;
@@ -62,6 +68,13 @@ struct mw_engine {
   char commit_err[256];
   uv_check_t kick;
   uv_timer_t expiry;
+  uv_timer_t reload_timer;
+  int reload_all;
+  mw_map reload_due;           /* tenant name -> (void *)1: files changed */
+  mw_map reloads;              /* tenant name -> reload_status */
+  mw_map beats;                /* "tenant/actor" -> beat */
+  struct watch *watches;       /* folders watched for changes */
+  uint64_t reload_ok, reload_failed, beat_ticks, beat_ok, beat_failed, beat_skipped;
   int64_t inflight;            /* calls taken but not yet answered */
   /* metrics */
   uint64_t commits, fsyncs, commit_failures, entries_appended, snapshot_failures, expired;
@@ -129,6 +142,8 @@ struct job {
   mw_session_rec rec;
   char hint[2048];
   int has_hint;
+  mw_enqueued *calls;          /* ctx.call: other actors' skills, after this commit */
+  size_t ncalls;
   mw_buf navigated;            /* what Waking navigated, for the session record */
   mw_buf corpus;               /* the sweep's corpus to store, at corpus_cursor */
   int64_t corpus_cursor;
@@ -331,6 +346,8 @@ static void free_job(job *j) {
   mw__buf_free(&j->ckpt_state);
   mw__buf_free(&j->corpus);
   mw__buf_free(&j->navigated);
+  for (size_t i = 0; i < j->ncalls; i++) mw__buf_free(&j->calls[i].input);
+  free(j->calls);
   free(j);
 }
 
@@ -429,6 +446,7 @@ static int get_tenant(mw_engine *e, const char *name, mw_tenant **out, char *err
     snprintf(err, errlen, "out of memory");
     return MW_ENOMEM;
   }
+  tenant_loaded(e, name, t);
   *out = t;
   return 0;
 }
@@ -543,6 +561,7 @@ typedef struct wake_ctx {
   char fold_path[1100];
   uv_work_t work;
   int64_t last;
+  int ephemeral;               /* an internal trigger's session: held in memory only */
 } wake_ctx;
 
 static void wake_ctx_free(wake_ctx *w) {
@@ -754,7 +773,14 @@ static void wake_compose(wake_ctx *w) {
   add_str_member(b, "session_id", s->id, 0);
   add_str_member(b, "snapshot_id", h->head_id, 0);
   mw__buf_free(&briefing);
+  int ephemeral = w->ephemeral;
   wake_ctx_free(w);
+  if (ephemeral) {
+    /* Heartbeats and skill entry hold no session a caller could resume: no
+     * record is written, so an idle beat costs no disk. */
+    done_open(e, j, 0);
+    return;
+  }
   submit(e, j);
 }
 
@@ -786,7 +812,13 @@ static void wake_work_done(uv_work_t *wk, int status) {
   wake_compose(w);
 }
 
+static int do_wake_x(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, const char *trigger, int ephemeral);
+
 static int do_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, const char *trigger) {
+  return do_wake_x(e, c, cb, ud, trigger, 0);
+}
+
+static int do_wake_x(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, const char *trigger, int ephemeral) {
   req *r = new_req(e, c, cb, ud, &e->h_wake);
   if (!r) return MW_ENOMEM;
   mw_buf body = {0};
@@ -800,6 +832,7 @@ static int do_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, con
   }
   w->e = e;
   w->r = r;
+  w->ephemeral = ephemeral;
   int got = opt_string(r, &body, "actor_id", actor, sizeof actor);
   if (got == 0 || (got > 0 && !mw_valid_id(actor))) {
     answer_error(r, MW_EINVAL, "actor_id must be 1-64 of A-Z a-z 0-9 _ . - (not . or ..)", NULL);
@@ -1003,6 +1036,14 @@ fail:
   return rc;
 }
 
+/* A called skill's outcome has no caller waiting: it goes to the host log. */
+static void call_done(void *ud, const mw_reply *r) {
+  (void)ud;
+  if (r->status != 200)
+    fprintf(stderr, "{\"level\":\"error\",\"msg\":\"a called skill failed\",\"status\":%d,\"answer\":%.*s}\n",
+            r->status, (int)r->body_len, r->body);
+}
+
 static void done_run(mw_engine *e, job *j, int rc) {
   session *s = j->s;
   req *r = j->r;
@@ -1024,6 +1065,12 @@ static void done_run(mw_engine *e, job *j, int rc) {
         cortex_apply(e, s->tenant, s->stream, s->actor, j->cursor);
         break;
       }
+    /* what the skill asked of other actors runs now that its own run is durable */
+    for (size_t i = 0; i < j->ncalls; i++)
+      if (entry_start(e, s->tenant, j->calls[i].actor, j->calls[i].skill, "agent", "skill", j->calls[i].input.p,
+                      j->calls[i].input.len, call_done, NULL))
+        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot start a called skill\",\"actor\":\"%s\"}\n",
+                j->calls[i].actor);
     mw_buf b = {0};
     mw__buf_addstr(&b, "{\"committed\":");
     char num[48];
@@ -1079,6 +1126,21 @@ int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   mw_run_in in = {skill, s->actor, s->id, s->profile, s->cursor, s->state.p, s->state.len, input, input_len};
   mw_run_out out;
   rc = mw__tenant_run(s->t, &in, &out);
+  if (rc == 0 && c->quiet && out.nstaged == 0 && out.ncalls == 0) {
+    /* an idle beat: nothing to commit, nothing written */
+    mw_buf b = {0};
+    mw__buf_addstr(&b, "{\"committed\":0");
+    add_int_member(&b, "cursor", s->cursor, 0);
+    add_latency(&b, r);
+    mw__buf_addstr(&b, ",\"result\":");
+    mw__buf_add(&b, out.result.p, out.result.len);
+    mw__buf_addc(&b, '}');
+    answer(r, 200, &b);
+    mw__buf_free(&b);
+    mw__run_out_free(&out);
+    mw__buf_free(&body);
+    return 0;
+  }
   if (rc) {
     mw__buf_free(&body);
     if (rc == MW_ENOENT) {
@@ -1128,6 +1190,10 @@ int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   (void)KIND_RUN;
   j->aux = out.result;
   out.result = (mw_buf){0};
+  j->calls = out.calls;
+  j->ncalls = out.ncalls;
+  out.calls = NULL;
+  out.ncalls = 0;
   /* move the kind strings into the job-owned bodies' neighbours: copy them */
   for (size_t i = 0; i < out.nstaged; i++) {
     char *k = strdup(out.staged[i].kind);
@@ -1672,11 +1738,493 @@ int mw_status(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   mw__buf_addstr(&b, "],\"tenant\":");
   mw__json_string(&b, c->tenant, strlen(c->tenant));
   char num[160];
-  snprintf(num, sizeof num, ",\"session_ttl_ms\":%" PRId64 ",\"timers\":[],\"reloads\":[]}", e->o.session_ttl_ms);
+  snprintf(num, sizeof num, ",\"session_ttl_ms\":%" PRId64, e->o.session_ttl_ms);
   mw__buf_addstr(&b, num);
+  status_extra(e, c->tenant, &b);
+  mw__buf_addc(&b, '}');
   answer(r, 200, &b);
   mw__buf_free(&b);
   return 0;
+}
+
+/* ---- skill entry: wake -> run -> sleep for an actor that is asleep -------------------
+ * The one chain behind every internal trigger: a heartbeat tick, the
+ * operator's POST /v1/actors/{id}/skills/{name}, `mw skill run`, and a
+ * skill's ctx.call.  It goes through the same public calls as HTTP. */
+
+typedef struct entry {
+  mw_engine *e;
+  char tenant[65], actor[65], skill[65], profile[16], trigger[16];
+  char session[64];
+  mw_buf input, result;        /* the skill's input; the run's answer */
+  int run_status;
+  mw_reply_cb cb;              /* the final answer */
+  void *ud;
+  uint64_t t0;
+} entry;
+
+static void entry_finish(entry *x, int status, const char *body, size_t len) {
+  mw_reply rep = {status, body, len};
+  if (x->cb) x->cb(x->ud, &rep);
+  mw__buf_free(&x->input);
+  mw__buf_free(&x->result);
+  free(x);
+}
+
+static void entry_slept(void *ud, const mw_reply *r) {
+  entry *x = ud;
+  if (x->run_status != 200) {   /* the run's error is the answer; the sleep wrote nothing */
+    entry_finish(x, x->run_status, x->result.p, x->result.len);
+    return;
+  }
+  if (r->status != 200) {
+    entry_finish(x, r->status, r->body, r->body_len);
+    return;
+  }
+  /* {"committed","cursor","latency_ms","result"} from run + the sleep's snapshot */
+  mw_buf b = {0};
+  const char *v;
+  size_t vn;
+  mw__buf_addstr(&b, "{");
+  if (!mw__jfield(x->result.p, x->result.len, "committed", &v, &vn)) {
+    mw__buf_addstr(&b, "\"committed\":");
+    mw__buf_add(&b, v, vn);
+    mw__buf_addc(&b, ',');
+  }
+  if (!mw__jfield(r->body, r->body_len, "cursor", &v, &vn)) {
+    mw__buf_addstr(&b, "\"cursor\":");
+    mw__buf_add(&b, v, vn);
+  }
+  char num[64];
+  snprintf(num, sizeof num, ",\"latency_ms\":%.3f", (double)(uv_hrtime() - x->t0) / 1e6);
+  mw__buf_addstr(&b, num);
+  if (!mw__jfield(x->result.p, x->result.len, "result", &v, &vn)) {
+    mw__buf_addstr(&b, ",\"result\":");
+    mw__buf_add(&b, v, vn);
+  }
+  if (!mw__jfield(r->body, r->body_len, "snapshot_id", &v, &vn)) {
+    mw__buf_addstr(&b, ",\"snapshot_id\":");
+    mw__buf_add(&b, v, vn);
+  }
+  mw__buf_addc(&b, '}');
+  entry_finish(x, 200, b.p, b.len);
+  mw__buf_free(&b);
+}
+
+static void entry_ran(void *ud, const mw_reply *r) {
+  entry *x = ud;
+  x->run_status = r->status;
+  x->result.len = 0;
+  mw__buf_add(&x->result, r->body, r->body_len);
+  /* sleep with the skill's handover, if its result carries one */
+  mw_buf body = {0};
+  const char *res, *h;
+  size_t resn, hn;
+  mw__buf_addstr(&body, "{");
+  if (r->status == 200 && !mw__jfield(r->body, r->body_len, "result", &res, &resn) &&
+      !mw__jfield(res, resn, "handover", &h, &hn)) {
+    mw__buf_addstr(&body, "\"handover\":");
+    mw__buf_add(&body, h, hn);
+    mw__buf_addc(&body, ',');
+  }
+  mw__buf_addstr(&body, "\"session_id\":");
+  mw__json_string(&body, x->session, strlen(x->session));
+  mw__buf_addc(&body, '}');
+  mw_call c = {.tenant = x->tenant, .role = "operator", .body = body.p, .body_len = body.len};
+  mw_sleep(x->e, &c, entry_slept, x);
+  mw__buf_free(&body);
+}
+
+static void entry_woke(void *ud, const mw_reply *r) {
+  entry *x = ud;
+  const char *v;
+  size_t vn;
+  if (r->status != 200 || mw__jfield(r->body, r->body_len, "session_id", &v, &vn) ||
+      mw__jstring(v, vn, x->session, sizeof x->session) < 0) {
+    entry_finish(x, r->status == 200 ? 500 : r->status, r->body, r->body_len);
+    return;
+  }
+  mw_buf body = {0};
+  mw__buf_addstr(&body, "{\"input\":");
+  mw__buf_add(&body, x->input.len ? x->input.p : "null", x->input.len ? x->input.len : 4);
+  mw__buf_addstr(&body, ",\"session_id\":");
+  mw__json_string(&body, x->session, strlen(x->session));
+  if (x->skill[0]) {
+    mw__buf_addstr(&body, ",\"skill\":");
+    mw__json_string(&body, x->skill, strlen(x->skill));
+  }
+  mw__buf_addc(&body, '}');
+  mw_call c = {.tenant = x->tenant, .role = "operator", .body = body.p, .body_len = body.len,
+               .quiet = !strcmp(x->trigger, "heartbeat")};
+  mw_run(x->e, &c, entry_ran, x);
+  mw__buf_free(&body);
+}
+
+/* Starts the chain; cb gets the final answer (may be NULL). */
+static int entry_start(mw_engine *e, const char *tenant, const char *actor, const char *skill, const char *profile,
+                       const char *trigger, const char *input, size_t input_len, mw_reply_cb cb, void *ud) {
+  entry *x = calloc(1, sizeof *x);
+  if (!x) return MW_ENOMEM;
+  x->e = e;
+  x->cb = cb;
+  x->ud = ud;
+  x->t0 = uv_hrtime();
+  snprintf(x->tenant, sizeof x->tenant, "%.64s", tenant);
+  snprintf(x->actor, sizeof x->actor, "%.64s", actor);
+  snprintf(x->skill, sizeof x->skill, "%.64s", skill ? skill : "");
+  snprintf(x->profile, sizeof x->profile, "%.15s", profile ? profile : "agent");
+  snprintf(x->trigger, sizeof x->trigger, "%.15s", trigger);
+  if (input && input_len) mw__buf_add(&x->input, input, input_len);
+  mw_buf body = {0};
+  mw__buf_addstr(&body, "{\"actor_id\":");
+  mw__json_string(&body, x->actor, strlen(x->actor));
+  mw__buf_addstr(&body, ",\"profile\":");
+  mw__json_string(&body, x->profile, strlen(x->profile));
+  mw__buf_addc(&body, '}');
+  mw_call c = {.tenant = x->tenant, .role = "operator", .body = body.p, .body_len = body.len};
+  int rc = do_wake_x(e, &c, entry_woke, x, x->trigger, 1);
+  mw__buf_free(&body);
+  return rc;
+}
+
+static void entry_to_req(void *ud, const mw_reply *rep) {
+  req *r = ud;
+  mw_buf b = {0};
+  mw__buf_add(&b, rep->body, rep->body_len);
+  answer(r, rep->status, &b);
+  mw__buf_free(&b);
+}
+
+int mw_actor_skill(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  if (need_operator(r, c)) return 0;
+  if (!c->actor || !mw_valid_id(c->actor)) {
+    answer_error(r, MW_EINVAL, "actor_id must be 1-64 of A-Z a-z 0-9 _ . - (not . or ..)", NULL);
+    return 0;
+  }
+  if (!c->skill || !mw_valid_id(c->skill)) {
+    answer_error(r, MW_ENOENT, "no such skill", NULL);
+    return 0;
+  }
+  const char *input = NULL;
+  size_t input_len = 0;
+  mw_buf body = {0};
+  char profile[32] = "agent";
+  if (c->body && c->body_len) {
+    if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
+    const char *v;
+    size_t vn;
+    if (!mw__jfield(body.p, body.len, "input", &v, &vn)) input = v, input_len = vn;
+    if (opt_string(r, &body, "profile", profile, sizeof profile) < 0) return mw__buf_free(&body), 0;
+  }
+  /* r is answered by the chain's final callback */
+  int rc = entry_start(e, c->tenant, c->actor, c->skill, profile, "skill", input, input_len, entry_to_req, r);
+  mw__buf_free(&body);
+  if (rc) answer_error(r, rc, "cannot start the skill", NULL);
+  return 0;
+}
+
+/* ---- hot reload -------------------------------------------------------------------
+ * Every Lua file the host runs belongs to a tenant's state (the shared
+ * scripts and skills are loaded into each).  A change rebuilds that state
+ * from scratch -- compiled as text, run in a fresh environment under the
+ * call budgets, validated -- and swaps it in between calls; if anything
+ * fails the old state keeps serving and the error is reported.  Heartbeats
+ * belong to the state that declared them and are reconciled on every swap. */
+
+struct reload_status {
+  int64_t version, last_ok_ms, last_error_ms, failures;
+  char last_error[512];
+};
+
+struct watch {
+  uv_fs_event_t h;
+  mw_engine *e;
+  char tenant[65];             /* "" for the shared scripts and skills */
+  char path[1100];
+  struct watch *next;
+};
+
+static void beats_reconcile(mw_engine *e, const char *tenant, mw_tenant *t);
+static void watch_tenant(mw_engine *e, const char *tenant);
+
+static reload_status *status_of(mw_engine *e, const char *tenant) {
+  reload_status *st = mw__map_get(&e->reloads, tenant);
+  if (!st && (st = calloc(1, sizeof *st)) && mw__map_put(&e->reloads, tenant, st)) {
+    free(st);
+    st = NULL;
+  }
+  return st;
+}
+
+static void reload_tenant(mw_engine *e, const char *name) {
+  mw_tenant *old = mw__map_get(&e->tenants, name), *t;
+  if (!old) return;   /* never loaded: it will be built fresh on first use */
+  char err[1024];
+  mw_tenant_conf c = {e->scripts, e->skills, e->home, e->o.tenant_mem_limit, e->o.skill_budget,
+                      e->o.skill_time_ms, 1};
+  reload_status *st = status_of(e, name);
+  if (mw__tenant_new(name, &c, &t, err, sizeof err)) {
+    e->reload_failed++;
+    if (st) {
+      st->failures++;
+      st->last_error_ms = now_ms();
+      snprintf(st->last_error, sizeof st->last_error, "%.500s", err);
+    }
+    mw_buf m = {0};
+    mw__json_string(&m, err, strlen(err));
+    fprintf(stderr, "{\"level\":\"error\",\"msg\":\"reload failed; the old version keeps serving\",\"tenant\":\"%s\",\"error\":%s}\n",
+            name, m.p ? m.p : "null");
+    mw__buf_free(&m);
+    return;
+  }
+  mw__map_put(&e->tenants, name, t);
+  size_t i = 0;
+  session *s;
+  while ((s = mw__map_next(&e->sessions, &i, NULL)))
+    if (s->t == old) s->t = t;
+  i = 0;
+  while ((s = mw__map_next(&e->awake, &i, NULL)))
+    if (s->t == old) s->t = t;
+  mw__tenant_free(old);
+  cortex_ensure(e, name);
+  e->reload_ok++;
+  if (st) {
+    st->version++;
+    st->last_ok_ms = now_ms();
+  }
+  beats_reconcile(e, name, t);
+}
+
+void mw_engine_reload(mw_engine *e) {
+  size_t i = 0;
+  const char *name;
+  char names[256][65];
+  int n = 0;
+  while (n < 256 && mw__map_next(&e->tenants, &i, &name)) snprintf(names[n++], 65, "%s", name);
+  for (int k = 0; k < n; k++) reload_tenant(e, names[k]);
+}
+
+static void reload_cb(uv_timer_t *h) {
+  mw_engine *e = h->data;
+  if (e->reload_all) {
+    e->reload_all = 0;
+    mw__map_free(&e->reload_due);
+    mw_engine_reload(e);
+    return;
+  }
+  char names[256][65];
+  int n = 0;
+  size_t i = 0;
+  const char *name;
+  while (n < 256 && mw__map_next(&e->reload_due, &i, &name)) snprintf(names[n++], 65, "%s", name);
+  mw__map_free(&e->reload_due);
+  for (int k = 0; k < n; k++) reload_tenant(e, names[k]);
+}
+
+static void watch_cb(uv_fs_event_t *h, const char *file, int events, int status) {
+  struct watch *w = h->data;
+  mw_engine *e = w->e;
+  (void)events;
+  if (status < 0) return;
+  if (file && (file[0] == '.' || strstr(file, ".db"))) return;   /* editors' swap files; the Cortex */
+  if (w->tenant[0]) mw__map_put(&e->reload_due, w->tenant, (void *)1);
+  else e->reload_all = 1;
+  /* debounced: an editor's save is several events; one reload follows */
+  uv_timer_start(&e->reload_timer, reload_cb, 25, 0);
+}
+
+static void watch_add(mw_engine *e, const char *tenant, const char *path) {
+  for (struct watch *w = e->watches; w; w = w->next)
+    if (!strcmp(w->path, path)) return;
+  struct watch *w = calloc(1, sizeof *w);
+  if (!w) return;
+  w->e = e;
+  snprintf(w->tenant, sizeof w->tenant, "%s", tenant);
+  snprintf(w->path, sizeof w->path, "%s", path);
+  uv_fs_event_init(e->loop, &w->h);
+  w->h.data = w;
+  if (uv_fs_event_start(&w->h, watch_cb, path, 0)) {
+    uv_close((uv_handle_t *)&w->h, (uv_close_cb)free);
+    return;
+  }
+  uv_unref((uv_handle_t *)&w->h);
+  w->next = e->watches;
+  e->watches = w;
+}
+
+static void watch_tenant(mw_engine *e, const char *tenant) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/tenants/%s", e->home, tenant);
+  watch_add(e, tenant, path);
+  snprintf(path, sizeof path, "%s/tenants/%s/skills", e->home, tenant);
+  watch_add(e, tenant, path);
+  snprintf(path, sizeof path, "%s/tenants/%s/secrets", e->home, tenant);
+  watch_add(e, tenant, path);
+}
+
+/* A tenant's state was built for the first time: watch its files, start its heartbeats. */
+static void tenant_loaded(mw_engine *e, const char *name, mw_tenant *t) {
+  reload_status *st = status_of(e, name);
+  if (st) st->version = 1, st->last_ok_ms = now_ms();
+  watch_tenant(e, name);
+  beats_reconcile(e, name, t);
+}
+
+/* ---- heartbeats -------------------------------------------------------------------
+ * A timer per actor, owned by C: it keeps firing whatever the Lua side does.
+ * Each tick is a Waking with trigger "heartbeat", the beat skill, and a
+ * sleep with its handover -- through skill entry.  A tick never overlaps the
+ * previous one, and an actor already awake is skipped, never given a second
+ * session; both are counted. */
+
+typedef struct beat {
+  uv_timer_t h;
+  mw_engine *e;
+  char tenant[65];
+  mw_beat cfg;
+  int running, dead;
+  uint64_t due_ns;
+  uint64_t ticks, ok, failed, consecutive, skipped_overlap, skipped_awake;
+  int64_t last_ok_ms, last_error_ms;
+  char last_error[256];
+  double late_max_ms, late_sum_ms;
+} beat;
+
+static void beat_done(void *ud, const mw_reply *r) {
+  beat *b = ud;
+  mw_engine *e = b->e;
+  b->running = 0;
+  if (r->status == 200) {
+    b->ok++;
+    e->beat_ok++;
+    b->consecutive = 0;
+    b->last_ok_ms = now_ms();
+  } else {
+    b->failed++;
+    e->beat_failed++;
+    b->consecutive++;
+    b->last_error_ms = now_ms();
+    snprintf(b->last_error, sizeof b->last_error, "%d %.*s", r->status, (int)(r->body_len < 240 ? r->body_len : 240),
+             r->body);
+  }
+  if (b->dead) uv_close((uv_handle_t *)&b->h, (uv_close_cb)free);
+}
+
+static void beat_tick(uv_timer_t *h) {
+  beat *b = h->data;
+  mw_engine *e = b->e;
+  uint64_t now = uv_hrtime();
+  double late = b->due_ns && now > b->due_ns ? (double)(now - b->due_ns) / 1e6 : 0;
+  b->due_ns = now + (uint64_t)b->cfg.every_ms * 1000000u;
+  b->ticks++;
+  e->beat_ticks++;
+  if (b->running) {
+    b->skipped_overlap++;
+    e->beat_skipped++;
+    return;
+  }
+  char key[140];
+  snprintf(key, sizeof key, "%s/%s", b->tenant, b->cfg.actor);
+  if (mw__map_get(&e->awake, key)) {
+    b->skipped_awake++;
+    e->beat_skipped++;
+    return;
+  }
+  b->late_sum_ms += late;
+  if (late > b->late_max_ms) b->late_max_ms = late;
+  b->running = 1;
+  if (entry_start(e, b->tenant, b->cfg.actor, b->cfg.skill[0] ? b->cfg.skill : NULL, b->cfg.profile, "heartbeat",
+                  NULL, 0, beat_done, b)) {
+    b->running = 0;
+    b->failed++;
+    b->consecutive++;
+  }
+}
+
+static void beat_stop(mw_engine *e, const char *key) {
+  beat *b = mw__map_del(&e->beats, key);
+  if (!b) return;
+  uv_timer_stop(&b->h);
+  b->dead = 1;
+  if (!b->running) uv_close((uv_handle_t *)&b->h, (uv_close_cb)free);
+}
+
+static void beats_reconcile(mw_engine *e, const char *tenant, mw_tenant *t) {
+  size_t n = 0;
+  const mw_beat *cfg = t ? mw__tenant_beats(t, &n) : NULL;
+  char key[140], prefix[70];
+  snprintf(prefix, sizeof prefix, "%s/", tenant);
+  /* stop what the new version no longer declares, or declares differently */
+  size_t i = 0;
+  const char *k;
+  char gone[256][140];
+  int ngone = 0;
+  beat *b;
+  while ((b = mw__map_next(&e->beats, &i, &k))) {
+    if (strncmp(k, prefix, strlen(prefix)) != 0) continue;
+    int keep = 0;
+    for (size_t j = 0; j < n; j++)
+      if (!strcmp(cfg[j].actor, b->cfg.actor) && cfg[j].every_ms == b->cfg.every_ms &&
+          !strcmp(cfg[j].profile, b->cfg.profile) && !strcmp(cfg[j].skill, b->cfg.skill))
+        keep = 1;
+    if (!keep && ngone < 256) snprintf(gone[ngone++], 140, "%s", k);
+  }
+  for (int g = 0; g < ngone; g++) beat_stop(e, gone[g]);
+  for (size_t j = 0; j < n; j++) {
+    snprintf(key, sizeof key, "%s/%s", tenant, cfg[j].actor);
+    if (mw__map_get(&e->beats, key)) continue;
+    b = calloc(1, sizeof *b);
+    if (!b) continue;
+    b->e = e;
+    snprintf(b->tenant, sizeof b->tenant, "%s", tenant);
+    b->cfg = cfg[j];
+    uv_timer_init(e->loop, &b->h);
+    b->h.data = b;
+    b->due_ns = uv_hrtime() + (uint64_t)b->cfg.every_ms * 1000000u;
+    uv_timer_start(&b->h, beat_tick, (uint64_t)b->cfg.every_ms, (uint64_t)b->cfg.every_ms);
+    if (mw__map_put(&e->beats, key, b)) {
+      uv_close((uv_handle_t *)&b->h, (uv_close_cb)free);
+    }
+  }
+}
+
+/* ,"reloads":{...},"timers":[...] for one tenant's status */
+static void status_extra(mw_engine *e, const char *tenant, mw_buf *b) {
+  reload_status *st = mw__map_get(&e->reloads, tenant);
+  mw__buf_addstr(b, ",\"reloads\":{");
+  add_int_member(b, "failures", st ? st->failures : 0, 1);
+  add_str_member(b, "last_error", st ? st->last_error : "", 0);
+  add_int_member(b, "last_error_at", st ? st->last_error_ms : 0, 0);
+  add_int_member(b, "last_ok_at", st ? st->last_ok_ms : 0, 0);
+  add_int_member(b, "version", st ? st->version : 0, 0);
+  mw__buf_addstr(b, "},\"timers\":[");
+  char prefix[70];
+  snprintf(prefix, sizeof prefix, "%s/", tenant);
+  size_t i = 0;
+  const char *k;
+  beat *bt;
+  int n = 0;
+  while ((bt = mw__map_next(&e->beats, &i, &k))) {
+    if (strncmp(k, prefix, strlen(prefix)) != 0) continue;
+    mw__buf_addstr(b, n++ ? ",{" : "{");
+    add_str_member(b, "actor_id", bt->cfg.actor, 1);
+    add_int_member(b, "consecutive_failures", (int64_t)bt->consecutive, 0);
+    add_int_member(b, "every_ms", bt->cfg.every_ms, 0);
+    add_int_member(b, "failed", (int64_t)bt->failed, 0);
+    add_str_member(b, "last_error", bt->last_error, 0);
+    add_int_member(b, "last_error_at", bt->last_error_ms, 0);
+    add_int_member(b, "last_ok_at", bt->last_ok_ms, 0);
+    add_int_member(b, "ok", (int64_t)bt->ok, 0);
+    add_str_member(b, "profile", bt->cfg.profile, 0);
+    add_int_member(b, "skipped_awake", (int64_t)bt->skipped_awake, 0);
+    add_int_member(b, "skipped_overlap", (int64_t)bt->skipped_overlap, 0);
+    add_str_member(b, "skill", bt->cfg.skill, 0);
+    add_int_member(b, "ticks", (int64_t)bt->ticks, 0);
+    mw__buf_addc(b, '}');
+  }
+  mw__buf_addc(b, ']');
 }
 
 /* ---- metrics ------------------------------------------------------------------------ */
@@ -1719,6 +2267,13 @@ int mw_engine_metrics(mw_engine *e, mw_buf *b) {
   metric(b, "mw_offloop_jobs_total", "counter", "Long replays run on the thread pool.", e->offloop);
   metric(b, "mw_cortex_dark_total", "counter", "Wakes whose facts leg was dark (Cortex down).", e->cortex_dark);
   metric(b, "mw_navigations_total", "counter", "Cortex navigations through /v1/navigate.", e->navigations);
+  metric(b, "mw_reloads_total", "counter", "Script reloads that went live.", e->reload_ok);
+  metric(b, "mw_reload_failures_total", "counter", "Script reloads refused (the old version kept serving).", e->reload_failed);
+  metric(b, "mw_heartbeats", "gauge", "Heartbeat timers running.", e->beats.len);
+  metric(b, "mw_heartbeat_ticks_total", "counter", "Heartbeat ticks.", e->beat_ticks);
+  metric(b, "mw_heartbeat_ok_total", "counter", "Beats that slept cleanly.", e->beat_ok);
+  metric(b, "mw_heartbeat_failures_total", "counter", "Beats that failed.", e->beat_failed);
+  metric(b, "mw_heartbeat_skipped_total", "counter", "Ticks skipped (previous beat running, or actor awake).", e->beat_skipped);
   histogram(b, "mw_wake_seconds", "Wake latency.", &e->h_wake);
   histogram(b, "mw_run_seconds", "Run latency.", &e->h_run);
   histogram(b, "mw_sleep_seconds", "Sleep latency.", &e->h_sleep);
@@ -1759,6 +2314,25 @@ static int restore_session(void *ud, const mw_session_rec *rec) {
   return 0;
 }
 
+/* Tenants that declare heartbeats are loaded at start, so their timers run
+ * without waiting for a first request. */
+static void start_heartbeat_tenants(mw_engine *e) {
+  char dir[1100], path[1400], err[1024];
+  snprintf(dir, sizeof dir, "%s/tenants", e->home);
+  struct dirent **names;
+  int n = scandir(dir, &names, NULL, alphasort);
+  for (int i = 0; i < n; i++) {
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%.255s/heartbeat.lua", dir, names[i]->d_name);
+    mw_tenant *t;
+    if (mw_valid_id(names[i]->d_name) && stat(path, &st) == 0 && get_tenant(e, names[i]->d_name, &t, err, sizeof err))
+      fprintf(stderr, "{\"level\":\"error\",\"msg\":\"tenant with heartbeats failed to load\",\"tenant\":\"%.64s\"}\n",
+              names[i]->d_name);
+    free(names[i]);
+  }
+  if (n >= 0) free(names);
+}
+
 int mw_engine_open(const mw_engine_opts *o, mw_engine **out, char *err, size_t errlen) {
   *out = NULL;
   mw_engine *e = calloc(1, sizeof *e);
@@ -1794,11 +2368,16 @@ int mw_engine_open(const mw_engine_opts *o, mw_engine **out, char *err, size_t e
   uint64_t every = (uint64_t)(e->o.session_ttl_ms < 2000 ? e->o.session_ttl_ms / 2 + 1 : 1000);
   uv_timer_start(&e->expiry, expiry_cb, every, every);
   uv_unref((uv_handle_t *)&e->expiry);
+  uv_timer_init(e->loop, &e->reload_timer);
+  e->reload_timer.data = e;
+  watch_add(e, "", e->scripts);
+  watch_add(e, "", e->skills);
   rc = mw__session_each_open(e->rd, restore_session, e);
   if (rc) {
     snprintf(err, errlen, "%s", mw_store_errmsg(e->rd));
     goto fail;
   }
+  start_heartbeat_tenants(e);
   *out = e;
   return 0;
 fail:
@@ -1817,6 +2396,18 @@ void mw_engine_stop(mw_engine *e) {
   uv_check_stop(&e->kick);
   uv_close((uv_handle_t *)&e->expiry, NULL);
   uv_close((uv_handle_t *)&e->kick, NULL);
+  uv_close((uv_handle_t *)&e->reload_timer, NULL);
+  for (struct watch *w = e->watches, *next; w; w = next) {
+    next = w->next;
+    uv_close((uv_handle_t *)&w->h, (uv_close_cb)free);
+  }
+  e->watches = NULL;
+  char keys[1024][140];
+  int n = 0;
+  size_t i = 0;
+  const char *k;
+  while (n < 1024 && mw__map_next(&e->beats, &i, &k)) snprintf(keys[n++], 140, "%s", k);
+  for (int j = 0; j < n; j++) beat_stop(e, keys[j]);
 }
 
 void mw_engine_close(mw_engine *e) {
@@ -1848,6 +2439,12 @@ void mw_engine_close(mw_engine *e) {
     free(c);
   }
   mw__map_free(&e->cortexes);
+  reload_status *rs;
+  i = 0;
+  while ((rs = mw__map_next(&e->reloads, &i, NULL))) free(rs);
+  mw__map_free(&e->reloads);
+  mw__map_free(&e->reload_due);
+  mw__map_free(&e->beats);
   mw_store_close(e->rd);
   mw_store_close(e->wr);
   free(e);

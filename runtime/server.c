@@ -22,7 +22,7 @@ typedef struct server {
   mw_engine *engine;
   mw_store *auth;              /* token lookups: sees revocations at once */
   mw_http *http;
-  uv_signal_t sigterm, sigint;
+  uv_signal_t sigterm, sigint, sighup;
   int draining;
   uint64_t by_status[6];       /* 1xx..5xx */
   uint64_t unauthorized;
@@ -32,7 +32,7 @@ typedef struct pending {
   server *srv;
   mw_http_req *req;
   const char *route;
-  char tenant[65], role[16], actor[80];
+  char tenant[65], role[16], actor[80], skill[80];
 } pending;
 
 static void log_line(const mw_http_req *req, const char *route, int status) {
@@ -138,7 +138,7 @@ static void handle(void *ud, mw_http_req *req) {
   /* Route first (so the log names it), then authenticate. */
   mw_call_fn fn = NULL;
   const char *route = "(none)";
-  char actor[80] = "";
+  char actor[80] = "", skill[80] = "";
   if (post && !strcmp(path, "/v1/wake")) fn = mw_wake, route = "/v1/wake";
   else if (post && !strcmp(path, "/v1/run")) fn = mw_run, route = "/v1/run";
   else if (post && !strcmp(path, "/v1/sleep")) fn = mw_sleep, route = "/v1/sleep";
@@ -157,6 +157,11 @@ static void handle(void *ud, mw_http_req *req) {
       else if (get && !strcmp(rest, "snapshots")) fn = mw_actor_snapshots, route = "/v1/actors/:id/snapshots";
       else if (post && !strcmp(rest, "replay")) fn = mw_actor_replay, route = "/v1/actors/:id/replay";
       else if (post && !strcmp(rest, "direction")) fn = mw_actor_direction, route = "/v1/actors/:id/direction";
+      else if (post && !strncmp(rest, "skills/", 7) && !strchr(rest + 7, '/')) {
+        int n = segment(rest + 7, strlen(rest + 7), skill, sizeof skill);
+        if (n < 0 || (size_t)n != strlen(skill)) snprintf(skill, sizeof skill, "%s", "\x01");
+        fn = mw_actor_skill, route = "/v1/actors/:id/skills/:name";
+      }
     }
   }
 
@@ -183,8 +188,11 @@ static void handle(void *ud, mw_http_req *req) {
   snprintf(p->tenant, sizeof p->tenant, "%s", tenant);
   snprintf(p->role, sizeof p->role, "%s", role);
   snprintf(p->actor, sizeof p->actor, "%s", actor);
-  mw_call c = {p->tenant, p->role, actor[0] || !strncmp(path, "/v1/actors/", 11) ? p->actor : NULL,
-               req->body, req->body_len, req->query, req->t0_ns};
+  snprintf(p->skill, sizeof p->skill, "%s", skill);
+  mw_call c = {.tenant = p->tenant, .role = p->role,
+               .actor = actor[0] || !strncmp(path, "/v1/actors/", 11) ? p->actor : NULL,
+               .body = req->body, .body_len = req->body_len, .query = req->query, .t0_ns = req->t0_ns,
+               .skill = skill[0] ? p->skill : NULL};
   int rc = fn(s->engine, &c, on_reply, p);
   if (rc) {   /* not taken: nothing will call back */
     free(p);
@@ -205,8 +213,10 @@ static void drained(void *ud) {
   mw_engine_stop(s->engine);
   uv_signal_stop(&s->sigterm);
   uv_signal_stop(&s->sigint);
+  uv_signal_stop(&s->sighup);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   uv_close((uv_handle_t *)&s->sigint, NULL);
+  uv_close((uv_handle_t *)&s->sighup, NULL);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -216,6 +226,14 @@ static void on_signal(uv_signal_t *h, int signum) {
   s->draining = 1;
   fprintf(stderr, "{\"level\":\"info\",\"msg\":\"draining\"}\n");
   mw__http_drain(s->http, drained, s);
+}
+
+/* SIGHUP reloads every script the way a file change does. */
+static void on_hup(uv_signal_t *h, int signum) {
+  server *s = h->data;
+  (void)signum;
+  fprintf(stderr, "{\"level\":\"info\",\"msg\":\"reloading on SIGHUP\"}\n");
+  mw_engine_reload(s->engine);
 }
 
 /* ---- mw serve ------------------------------------------------------------------ */
@@ -342,6 +360,9 @@ int mw__serve_main(int argc, char **argv) {
   s.sigterm.data = s.sigint.data = &s;
   uv_signal_start(&s.sigterm, on_signal, SIGTERM);
   uv_signal_start(&s.sigint, on_signal, SIGINT);
+  uv_signal_init(&s.loop, &s.sighup);
+  s.sighup.data = &s;
+  uv_signal_start(&s.sighup, on_hup, SIGHUP);
   printf("listening on http://%s:%d\n", host, mw__http_port(s.http));
   fflush(stdout);
 
