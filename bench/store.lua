@@ -3,7 +3,7 @@
 -- replay through the fold, snapshot read+verify, JSON decode.
 -- Run from the repository root: `make bench` (or `lua5.4 bench/store.lua`).
 -- Writes only under a temporary directory in /tmp, removed at the end, and
--- build/bench/bare (the C helper that measures the bare ceilings).
+-- build/bench/ (bare, the C helper that measures the ceilings, and libmw.a).
 --
 -- Environment: MW_BENCH_N (entries for batch/verify/replay, default 200000),
 -- MW_BENCH_SINGLE_SECS (time for single appends, default 4), MW_BENCH_KEEP=1
@@ -154,7 +154,7 @@ local function bench_batch(home)
   end
   local n = #batches * BATCH
   local best = math.huge
-  for round, actor in ipairs{"replay", "batch2"} do
+  for _, actor in ipairs{"replay", "batch2"} do
     local log = assert(home:log("bench", actor))
     collectgarbage()
     local t0 = now()
@@ -325,8 +325,9 @@ local function bench_keyed(bare)
   local key = assert(io.open(tmp .. "/chain.key", "wb"))
   key:write(mw.sha256("bench chain key"))
   key:close()
-  local b = kv(capture(string.format("MW_CHAIN_KEY_FILE=%s/chain.key lua5.4 bench/store.lua --keyed %s/keyed %d",
-                                     tmp, tmp, N)))
+  local lua = arg and arg[-1] or "lua5.4"
+  local b = kv(capture(string.format("MW_CHAIN_KEY_FILE=%s/chain.key %s bench/store.lua --keyed %s/keyed %d",
+                                     tmp, lua, tmp, N)))
   report("verify (HMAC-SHA-256 chain)", fmt_rate(b.rate),
          {string.format("bare HMAC() per entry %s", fmt_rate(bare.hmac)),
           string.format("bare EVP_MAC context reused %s", fmt_rate(bare.hmac_reuse))})

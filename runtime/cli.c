@@ -4,13 +4,18 @@
 #include "mw.h"
 #include "buf.h"
 #include "cli.h"
+#include "jfield.h"
+#include "json.h"
 #include "cortex.h"
 #include "facts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef MW_SCRIPTS_DIR
 #define MW_SCRIPTS_DIR "scripts"
@@ -355,6 +360,168 @@ static int cmd_cortex(int argc, char **argv) {
   return rc ? 1 : 0;
 }
 
+/* ---- the serving lock --------------------------------------------------------- */
+
+/* A host holds HOME/serve.lock while it serves: one host per home, and the
+ * in-process commands (load, skill run) refuse to run beside it -- its
+ * sessions live in its memory.  Returns the held fd, or -1 with a message. */
+int mw__cli_lock_home(const char *home, const char *cmd) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/serve.lock", home);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    fprintf(stderr, "mw %s: cannot open %s\n", cmd, path);
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    fprintf(stderr, "mw %s: a host is serving %s; %s\n", cmd, home,
+            strcmp(cmd, "serve") ? "use its HTTP API (POST /v1/load, POST /v1/actors/A/skills/S) instead"
+                                 : "one host per home");
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* ---- load and skill run: the operator's triggers, in process --------------------- */
+
+static const char LOAD_HELP[] =
+  "usage: mw load ACTOR --home DIR [--tenant T] [--profile P] [--hint TEXT]\n"
+  "The operator-triggered Waking: prints the boot packet (trigger \"load\") and\n"
+  "sleeps the session at once (it commits nothing, so nothing is written).\n"
+  "Runs in process; while a host serves the home, use POST /v1/load.\n";
+
+static const char SKILL_HELP[] =
+  "usage: mw skill run ACTOR SKILL [INPUT_JSON] --home DIR [--tenant T]\n"
+  "Skill entry: wakes the actor (trigger \"skill\"), runs SKILL with INPUT,\n"
+  "sleeps it with the result's handover, and prints the answer.\n"
+  "Runs in process; while a host serves the home, use\n"
+  "POST /v1/actors/ACTOR/skills/SKILL.\n";
+
+static int run_engine_call(const char *cmd, const char *home, mw_call_fn fn, mw_call *c, int then_sleep) {
+  int lock = mw__cli_lock_home(home, cmd);
+  if (lock < 0) return 1;
+  mw_engine *e;
+  char err[1024];
+  mw_engine_opts eo = {0};
+  eo.home = home;
+  const char *scripts = getenv("MW_SCRIPTS"), *skills = getenv("MW_SKILLS");
+  eo.scripts_dir = scripts && *scripts ? scripts : NULL;
+  eo.skills_dir = skills && *skills ? skills : NULL;
+  if (mw_engine_open(&eo, &e, err, sizeof err)) {
+    fprintf(stderr, "mw %s: %s\n", cmd, err);
+    close(lock);
+    return 1;
+  }
+  int status = 0;
+  char *body = NULL;
+  size_t len = 0;
+  int rc = mw_call_sync(e, fn, c, &status, &body, &len);
+  if (!rc) {
+    printf("%.*s\n", (int)len, body);
+    const char *v;
+    size_t vn;
+    char sid[64];
+    if (status == 200 && then_sleep && !mw__jfield(body, len, "session_id", &v, &vn) &&
+        mw__jstring(v, vn, sid, sizeof sid) > 0) {
+      char req[128], *b2 = NULL;
+      size_t l2 = 0;
+      int st2 = 0;
+      snprintf(req, sizeof req, "{\"session_id\":\"%s\"}", sid);
+      mw_call sc = {.tenant = c->tenant, .role = "operator", .body = req, .body_len = strlen(req)};
+      if (mw_call_sync(e, mw_sleep, &sc, &st2, &b2, &l2) == 0 && st2 != 200) {
+        fprintf(stderr, "mw %s: sleeping the session: %.*s\n", cmd, (int)l2, b2);
+        status = st2;
+      }
+      free(b2);
+    }
+  } else {
+    fprintf(stderr, "mw %s: %s\n", cmd, mw_strerror(rc));
+  }
+  free(body);
+  mw_engine_close(e);
+  close(lock);
+  return rc || status != 200 ? 1 : 0;
+}
+
+static int cmd_load(int argc, char **argv) {
+  const char *home = getenv("MW_HOME"), *tenant = "default", *profile = NULL, *hint = NULL, *actor = NULL;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(LOAD_HELP, stdout), 0;
+    if (a[0] == '-' && a[1] == '-') {
+      if (i + 1 >= argc) return usage_error("load", "an option needs a value");
+      const char *v = argv[++i];
+      if (!strcmp(a, "--home")) home = v;
+      else if (!strcmp(a, "--tenant")) tenant = v;
+      else if (!strcmp(a, "--profile")) profile = v;
+      else if (!strcmp(a, "--hint")) hint = v;
+      else return usage_error("load", "unknown option");
+    } else if (!actor) {
+      actor = a;
+    } else {
+      return usage_error("load", "too many arguments");
+    }
+  }
+  if (!home || !*home) return usage_error("load", "no home: pass --home DIR or set MW_HOME");
+  if (!actor) return usage_error("load", "needs ACTOR");
+  if (!mw_valid_id(actor) || !mw_valid_id(tenant)) return usage_error("load", "ids are 1-64 of A-Z a-z 0-9 _ . -");
+  mw_buf b = {0};
+  mw__buf_addstr(&b, "{\"actor_id\":");
+  mw__json_string(&b, actor, strlen(actor));
+  if (hint) {
+    mw__buf_addstr(&b, ",\"context_hint\":");
+    if (mw__json_string(&b, hint, strlen(hint))) return mw__buf_free(&b), usage_error("load", "--hint must be UTF-8");
+  }
+  if (profile) {
+    mw__buf_addstr(&b, ",\"profile\":");
+    mw__json_string(&b, profile, strlen(profile));
+  }
+  mw__buf_addc(&b, '}');
+  mw_call c = {.tenant = tenant, .role = "operator", .body = b.p, .body_len = b.len};
+  int rc = run_engine_call("load", home, mw_load, &c, 1);
+  mw__buf_free(&b);
+  return rc;
+}
+
+static int cmd_skill(int argc, char **argv) {
+  const char *home = getenv("MW_HOME"), *tenant = "default", *pos[4] = {0};
+  int npos = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(SKILL_HELP, stdout), 0;
+    if (a[0] == '-' && a[1] == '-') {
+      if (i + 1 >= argc) return usage_error("skill", "an option needs a value");
+      const char *v = argv[++i];
+      if (!strcmp(a, "--home")) home = v;
+      else if (!strcmp(a, "--tenant")) tenant = v;
+      else return usage_error("skill", "unknown option");
+    } else if (npos < 4) {
+      pos[npos++] = a;
+    } else {
+      return usage_error("skill", "too many arguments");
+    }
+  }
+  if (npos < 3 || strcmp(pos[0], "run")) return fputs(SKILL_HELP, stderr), 2;
+  if (!home || !*home) return usage_error("skill", "no home: pass --home DIR or set MW_HOME");
+  if (!mw_valid_id(pos[1]) || !mw_valid_id(pos[2]) || !mw_valid_id(tenant))
+    return usage_error("skill", "actor, skill and tenant are 1-64 of A-Z a-z 0-9 _ . -");
+  mw_buf b = {0};
+  char err[256];
+  mw__buf_addstr(&b, "{\"input\":");
+  if (pos[3] && mw__json_canon(pos[3], strlen(pos[3]), &b, err, sizeof err)) {
+    fprintf(stderr, "mw skill: INPUT is not JSON: %s\n", err);
+    mw__buf_free(&b);
+    return 2;
+  }
+  if (!pos[3]) mw__buf_addstr(&b, "null");
+  mw__buf_addc(&b, '}');
+  mw_call c = {.tenant = tenant, .role = "operator", .actor = pos[1], .skill = pos[2], .body = b.p, .body_len = b.len};
+  int rc = run_engine_call("skill", home, mw_actor_skill, &c, 0);
+  mw__buf_free(&b);
+  return rc;
+}
+
 /* ---- dispatch -------------------------------------------------------------- */
 
 static const char MAIN_HELP[] =
@@ -367,6 +534,8 @@ static const char MAIN_HELP[] =
   "  token         create or revoke tokens\n"
   "  log verify    check an actor's hash chain\n"
   "  cortex        rebuild a tenant's Cortex from the logs, or dump it\n"
+  "  load          the operator's Waking of an actor (in process)\n"
+  "  skill run     wake an actor, run a skill, sleep it (in process)\n"
   "  replay        print an actor's state at a cursor\n\n"
   "MW_HOME stands in for --home. `mw COMMAND --help` says more.\n";
 
@@ -381,6 +550,8 @@ int mw__cli_main(int argc, char **argv) {
   if (!strcmp(cmd, "log")) return cmd_log(argc - 2, argv + 2);
   if (!strcmp(cmd, "replay")) return cmd_replay(argc - 2, argv + 2);
   if (!strcmp(cmd, "cortex")) return cmd_cortex(argc - 2, argv + 2);
+  if (!strcmp(cmd, "load")) return cmd_load(argc - 2, argv + 2);
+  if (!strcmp(cmd, "skill")) return cmd_skill(argc - 2, argv + 2);
   if (!strcmp(cmd, "serve")) return mw__serve_main(argc - 2, argv + 2);
   fprintf(stderr, "mw: unknown command %s (see mw --help)\n", cmd);
   return 2;

@@ -1365,29 +1365,36 @@ int mw_cortex_clear(mw_cortex *c) {
 
 /* ---- JSON output ----------------------------------------------------------
  * Rows are written as canonical objects from a field list already in
- * canonical key order.  Field types: 's' text, 'i' integer, 'd' number,
- * 'j' raw canonical JSON (props, stored canonical), '*' the score. */
+ * canonical key order (all names are ASCII, so bytewise order is RFC 8785
+ * order).  Field types: 's' text, 'i' integer, 'd' number, 'j' raw
+ * canonical JSON (props, stored canonical), '*' the score. */
 
 typedef struct field {
-  const char *name;
+  const char *name;            /* "\"name\":", ready to copy */
   int col;
   char type;
 } field;
 
+#define FLD(n, col, type) {"\"" n "\":", col, type}
 static const field NODE_F[] = {
-  {"actor", 7, 's'}, {"cursor", 8, 'i'}, {"key", 0, 's'}, {"kind", 1, 's'}, {"label", 2, 's'},
-  {"props", 3, 'j'}, {"score", -1, '*'}, {"trust", 4, 's'}, {"valid_from", 5, 'i'}, {"valid_to", 6, 'i'},
+  FLD("actor", 7, 's'), FLD("cursor", 8, 'i'), FLD("key", 0, 's'), FLD("kind", 1, 's'), FLD("label", 2, 's'),
+  FLD("props", 3, 'j'), FLD("score", -1, '*'), FLD("trust", 4, 's'), FLD("valid_from", 5, 'i'),
+  FLD("valid_to", 6, 'i'),
 };
 static const field EDGE_F[] = {
-  {"actor", 8, 's'}, {"cursor", 9, 'i'}, {"from", 0, 's'}, {"props", 4, 'j'}, {"rel", 1, 's'},
-  {"to", 2, 's'}, {"trust", 5, 's'}, {"valid_from", 6, 'i'}, {"valid_to", 7, 'i'}, {"weight", 3, 'd'},
+  FLD("actor", 8, 's'), FLD("cursor", 9, 'i'), FLD("from", 0, 's'), FLD("props", 4, 'j'), FLD("rel", 1, 's'),
+  FLD("to", 2, 's'), FLD("trust", 5, 's'), FLD("valid_from", 6, 'i'), FLD("valid_to", 7, 'i'),
+  FLD("weight", 3, 'd'),
 };
 #define NF(a) ((int)(sizeof a / sizeof a[0]))
 
 static int put_int(mw_buf *b, long long x) {
-  char tmp[24];
-  int n = snprintf(tmp, sizeof tmp, "%lld", x);
-  return mw__buf_add(b, tmp, (size_t)n);
+  char tmp[24], *e = tmp + sizeof tmp, *p = e;
+  unsigned long long u = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+  do *--p = (char)('0' + u % 10);
+  while (u /= 10);
+  if (x < 0) *--p = '-';
+  return mw__buf_add(b, p, (size_t)(e - p));
 }
 
 /* Integral values (weights mostly are) take the short road: for |d| < 2^53
@@ -1398,16 +1405,30 @@ static int put_double(mw_buf *b, double d) {
   return mw__json_double(b, d);
 }
 
+/* Keys, relations, actors and most labels are printable ASCII with nothing
+ * to escape: copied as they are; anything else goes through the encoder. */
+static int put_str(mw_buf *b, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') return mw__json_string(b, s, n);
+  }
+  if (mw__buf_reserve(b, n + 2)) return MW_ENOMEM;
+  char *w = b->p + b->len;
+  *w++ = '"';
+  memcpy(w, s, n);
+  w[n] = '"';
+  b->len += n + 2;
+  b->p[b->len] = '\0';
+  return 0;
+}
+
 static int put_row(mw_buf *b, sqlite3_stmt *st, int col0, const field *f, int nf, const double *score) {
   int rc = mw__buf_addc(b, '{');
   for (int i = 0, first = 1; i < nf && !rc; i++) {
     if (f[i].type == '*' && !score) continue;
-    if (!first) rc = mw__buf_addc(b, ',');
+    if (!first && (rc = mw__buf_addc(b, ','))) break;
     first = 0;
-    if (!rc) rc = mw__buf_addc(b, '"');
-    if (!rc) rc = mw__buf_addstr(b, f[i].name);
-    if (!rc) rc = mw__buf_add(b, "\":", 2);
-    if (rc) break;
+    if ((rc = mw__buf_addstr(b, f[i].name))) break;
     if (f[i].type == '*') {
       rc = put_double(b, *score);
       continue;
@@ -1418,14 +1439,10 @@ static int put_row(mw_buf *b, sqlite3_stmt *st, int col0, const field *f, int nf
       continue;
     }
     switch (f[i].type) {
-      case 's': {
+      case 's': case 'j': {
         const char *s = (const char *)sqlite3_column_text(st, col);
-        rc = s ? mw__json_string(b, s, (size_t)sqlite3_column_bytes(st, col)) : MW_ENOMEM;
-        break;
-      }
-      case 'j': {
-        const char *s = (const char *)sqlite3_column_text(st, col);
-        rc = s ? mw__buf_add(b, s, (size_t)sqlite3_column_bytes(st, col)) : MW_ENOMEM;
+        size_t n = (size_t)sqlite3_column_bytes(st, col);
+        rc = !s ? MW_ENOMEM : f[i].type == 's' ? put_str(b, s, n) : mw__buf_add(b, s, n);
         break;
       }
       case 'i': rc = put_int(b, sqlite3_column_int64(st, col)); break;
@@ -2015,14 +2032,14 @@ int mw_cortex_navigate(mw_cortex *c, const mw_nav *o, mw_buf *out) {
 /* ---- dump ------------------------------------------------------------------ */
 
 static const field NV_F[] = {
-  {"actor", 0, 's'}, {"cursor", 1, 'i'}, {"item", 2, 'i'}, {"key", 3, 's'}, {"kind", 4, 's'},
-  {"label", 5, 's'}, {"live", 6, 'i'}, {"origin", 7, 's'}, {"props", 8, 'j'}, {"retract", 9, 'i'},
-  {"trust", 10, 's'}, {"valid_from", 11, 'i'}, {"valid_to", 12, 'i'},
+  FLD("actor", 0, 's'), FLD("cursor", 1, 'i'), FLD("item", 2, 'i'), FLD("key", 3, 's'), FLD("kind", 4, 's'),
+  FLD("label", 5, 's'), FLD("live", 6, 'i'), FLD("origin", 7, 's'), FLD("props", 8, 'j'),
+  FLD("retract", 9, 'i'), FLD("trust", 10, 's'), FLD("valid_from", 11, 'i'), FLD("valid_to", 12, 'i'),
 };
 static const field EV_F[] = {
-  {"actor", 0, 's'}, {"cursor", 1, 'i'}, {"from", 2, 's'}, {"item", 3, 'i'}, {"live", 4, 'i'},
-  {"origin", 5, 's'}, {"props", 6, 'j'}, {"rel", 7, 's'}, {"retract", 8, 'i'}, {"to", 9, 's'},
-  {"trust", 10, 's'}, {"valid_from", 11, 'i'}, {"valid_to", 12, 'i'}, {"weight", 13, 'd'},
+  FLD("actor", 0, 's'), FLD("cursor", 1, 'i'), FLD("from", 2, 's'), FLD("item", 3, 'i'), FLD("live", 4, 'i'),
+  FLD("origin", 5, 's'), FLD("props", 6, 'j'), FLD("rel", 7, 's'), FLD("retract", 8, 'i'), FLD("to", 9, 's'),
+  FLD("trust", 10, 's'), FLD("valid_from", 11, 'i'), FLD("valid_to", 12, 'i'), FLD("weight", 13, 'd'),
 };
 
 static int dump_query(mw_cortex *c, mw_buf *out, const char *sql, const field *f, int nf) {

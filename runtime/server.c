@@ -317,6 +317,8 @@ int mw__serve_main(int argc, char **argv) {
   memcpy(host, listen, (size_t)(colon - listen));
   host[colon - listen] = '\0';
 
+  int lock = mw__cli_lock_home(home, "serve");
+  if (lock < 0) return 1;
   signal(SIGPIPE, SIG_IGN);
   /* Handing freed memory back to the kernel after every request (and the TLB
    * shootdowns it causes) cost a quarter of the host's CPU: keep it. */
