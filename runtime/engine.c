@@ -2470,6 +2470,9 @@ int mw_call_sync(mw_engine *e, mw_call_fn fn, const mw_call *c, int *status, cha
   sync_box b = {0};
   int rc = fn(e, c, sync_cb, &b);
   if (rc) return rc;
+  /* The call was made outside the loop: one non-blocking turn lets the
+   * check phase seal its commit before the loop blocks waiting for it. */
+  if (!b.done) uv_run(e->loop, UV_RUN_NOWAIT);
   while (!b.done) uv_run(e->loop, UV_RUN_ONCE);
   *status = b.status;
   *body = b.body;

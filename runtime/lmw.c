@@ -17,10 +17,12 @@
 #define HOME_T "mw.home"
 #define LOG_T "mw.log"
 #define FOLD_T "mw.fold"
+#define HOST_T "mw.host"
 
 typedef struct { mw_store *s; } lhome;
 typedef struct { int64_t stream; char tenant[65], actor[65]; } llog;   /* uservalue 1: its home */
 typedef struct { mw_fold *f; } lfold;
+typedef struct { mw_engine *e; } lhost;
 
 /* [-0, +3] nil, message, code name */
 static int failure(lua_State *L, int code, const char *msg) {
@@ -563,13 +565,109 @@ static int log_tostring(lua_State *L) {
   return 1;
 }
 
+
+/* ---- an in-process host: the engine without HTTP ---------------------------------
+ * For tests of skills and for embedders: the same calls the HTTP API makes,
+ * answered synchronously (the engine's own loop runs until each answers). */
+
+static mw_engine *tohost(lua_State *L, int idx) {
+  lhost *h = luaL_checkudata(L, idx, HOST_T);
+  if (!h->e) luaL_error(L, "attempt to use a closed host");
+  return h->e;
+}
+
+/* mw.host{home = dir, scripts = dir?, skills = dir?, session_ttl_ms = n?,
+ *         skill_time_ms = n?, checkpoint_every = n?} -> host | nil, msg, code */
+static int l_host(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  mw_engine_opts o = {0};
+  lua_getfield(L, 1, "home");
+  o.home = luaL_checkstring(L, -1);
+  lua_getfield(L, 1, "scripts");
+  o.scripts_dir = luaL_optstring(L, -1, NULL);
+  lua_getfield(L, 1, "skills");
+  o.skills_dir = luaL_optstring(L, -1, NULL);
+  lua_getfield(L, 1, "session_ttl_ms");
+  o.session_ttl_ms = luaL_optinteger(L, -1, 0);
+  lua_getfield(L, 1, "skill_time_ms");
+  o.skill_time_ms = luaL_optinteger(L, -1, 0);
+  lua_getfield(L, 1, "checkpoint_every");
+  o.checkpoint_every = luaL_optinteger(L, -1, 0);
+  lua_pop(L, 6);   /* the strings stay referenced by the options table */
+  lhost *h = lua_newuserdatauv(L, sizeof *h, 0);
+  h->e = NULL;
+  luaL_setmetatable(L, HOST_T);
+  char err[1024];
+  int rc = mw_engine_open(&o, &h->e, err, sizeof err);
+  return rc ? failure(L, rc, err) : 1;
+}
+
+static int host_close(lua_State *L) {
+  lhost *h = luaL_checkudata(L, 1, HOST_T);
+  mw_engine_close(h->e);
+  h->e = NULL;
+  return 0;
+}
+
+/* host:call(name, body [, {tenant =, role =, actor =, skill =, query =}])
+ *   -> status, decoded answer, raw answer.  name: wake, load, run, sleep,
+ *   navigate, skill, log, snapshots, replay, direction, status. */
+static int host_call(lua_State *L) {
+  mw_engine *e = tohost(L, 1);
+  static const char *const names[] = {"wake", "load", "run", "sleep", "navigate", "skill", "log", "snapshots",
+                                      "replay", "direction", "status", NULL};
+  static const mw_call_fn fns[] = {mw_wake, mw_load, mw_run, mw_sleep, mw_navigate, mw_actor_skill, mw_actor_log,
+                                   mw_actor_snapshots, mw_actor_replay, mw_actor_direction, mw_status};
+  int which = luaL_checkoption(L, 2, NULL, names);
+  mw_call c = {.tenant = "default", .role = "operator"};
+  if (lua_istable(L, 4)) {
+    lua_getfield(L, 4, "tenant");
+    c.tenant = luaL_optstring(L, -1, c.tenant);
+    lua_getfield(L, 4, "role");
+    c.role = luaL_optstring(L, -1, c.role);
+    lua_getfield(L, 4, "actor");
+    c.actor = luaL_optstring(L, -1, NULL);
+    lua_getfield(L, 4, "skill");
+    c.skill = luaL_optstring(L, -1, NULL);
+    lua_getfield(L, 4, "query");
+    c.query = luaL_optstring(L, -1, NULL);
+    lua_pop(L, 5);
+  }
+  mw_buf b = {0};
+  char err[256];
+  if (!lua_isnoneornil(L, 3)) {
+    int rc = arg_json(L, 3, &b, err, sizeof err);
+    if (rc) {
+      mw__buf_free(&b);
+      return failure(L, rc, err);
+    }
+    c.body = b.p;
+    c.body_len = b.len;
+  }
+  int status = 0;
+  char *body = NULL;
+  size_t len = 0;
+  int rc = mw_call_sync(e, fns[which], &c, &status, &body, &len);
+  mw__buf_free(&b);
+  if (rc) return failure(L, rc, mw_strerror(rc));
+  lua_pushinteger(L, status);
+  if (mw__ljson_decode(L, body, len, err, sizeof err)) lua_pushnil(L);
+  lua_pushlstring(L, body, len);
+  free(body);
+  return 3;
+}
+
+static const luaL_Reg host_methods[] = {
+  {"call", host_call}, {"close", host_close}, {NULL, NULL}
+};
+
 static const luaL_Reg json_funcs[] = {
   {"encode", json_encode}, {"decode", json_decode}, {"canonical", json_canonical},
   {"array", json_array}, {"object", json_object}, {NULL, NULL}
 };
 
 static const luaL_Reg mw_funcs[] = {
-  {"open", l_open}, {"sha256", l_sha256}, {"valid_id", l_valid_id},
+  {"open", l_open}, {"host", l_host}, {"sha256", l_sha256}, {"valid_id", l_valid_id},
   {"array", json_array}, {"object", json_object}, {NULL, NULL}
 };
 
@@ -612,6 +710,7 @@ int luaopen_mw(lua_State *L) {
   new_type(L, HOME_T, home_methods, home_close, home_tostring);
   new_type(L, LOG_T, log_methods, NULL, log_tostring);
   new_type(L, FOLD_T, fold_methods, fold_close, NULL);
+  new_type(L, HOST_T, host_methods, host_close, NULL);
   luaL_newlib(L, mw_funcs);
   luaL_newlib(L, json_funcs);
   lua_pushlightuserdata(L, NULL);
