@@ -23,7 +23,7 @@ SKILLS_DIR  ?= $(CURDIR)/skills
 # The core: storage (no Lua, no libuv) and the Lua-facing engine pieces.
 CORE_SRC := runtime/buf.c runtime/errors.c runtime/chain.c runtime/json.c runtime/store.c \
             runtime/sessions.c runtime/jfield.c runtime/map.c runtime/corpus.c \
-            runtime/cortex.c runtime/facts.c
+            runtime/cortex.c runtime/facts.c runtime/locator.c
 LUA_SRC  := runtime/ljson.c runtime/fold.c runtime/hydrate.c runtime/lmw.c runtime/tenant.c \
             runtime/engine.c runtime/http.c
 HOST_SRC := runtime/cli.c runtime/server.c runtime/main.c

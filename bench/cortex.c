@@ -34,6 +34,14 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* This thread's CPU time: on a shared machine, wall time also counts the
+ * time spent waiting for a CPU. */
+static double cpu(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void die(const char *what, const char *msg) {
   fprintf(stderr, "bench cortex: %s: %s\n", what, msg);
   exit(1);
@@ -45,11 +53,11 @@ static int dcmp(const void *a, const void *b) {
 }
 
 typedef struct stats {
-  double p50, p99, mean;
+  double p50, p99, mean, cpu;
 } stats;
 
-static stats summarize(double *us, int n) {
-  stats s = {0, 0, 0};
+static stats summarize(double *us, int n, double cpu_s) {
+  stats s = {0, 0, 0, cpu_s / n * 1e6};
   qsort(us, (size_t)n, sizeof *us, dcmp);
   for (int i = 0; i < n; i++) s.mean += us[i];
   s.mean /= n;
@@ -59,7 +67,7 @@ static stats summarize(double *us, int n) {
 }
 
 static void line(const char *what, stats s, double extra, const char *unit) {
-  printf("  %-44s p50 %9.1f us   p99 %9.1f us   mean %9.1f us", what, s.p50, s.p99, s.mean);
+  printf("  %-46s p50 %8.1f us  p99 %8.1f us  mean %8.1f us  cpu %8.1f us", what, s.p50, s.p99, s.mean, s.cpu);
   if (unit) printf("   (%.0f %s)", extra, unit);
   printf("\n");
 }
@@ -82,16 +90,20 @@ static void make_words(void) {
 static const char *const RELS[] = {"knows", "likes", "owns", "cites", "follows", "mentors", "uses", "about"};
 static const char *const KINDS[] = {"person", "repo", "topic", "source"};
 
-/* Steps a bare statement to the end, reading every column as an application
- * would; returns the rows seen. */
+/* Steps a bare statement to the end, reading every column by its type as an
+ * application would (text as text, numbers as numbers); returns the rows. */
 static int drain(sqlite3_stmt *st) {
   int rows = 0, rc;
-  volatile size_t sink = 0;
+  volatile double sink = 0;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
     int nc = sqlite3_column_count(st);
     for (int i = 0; i < nc; i++) {
-      const unsigned char *t = sqlite3_column_text(st, i);
-      sink += t ? (size_t)sqlite3_column_bytes(st, i) : 0;
+      switch (sqlite3_column_type(st, i)) {
+        case SQLITE_INTEGER: sink += (double)sqlite3_column_int64(st, i); break;
+        case SQLITE_FLOAT: sink += sqlite3_column_double(st, i); break;
+        case SQLITE_NULL: break;
+        default: sink += sqlite3_column_text(st, i) ? sqlite3_column_bytes(st, i) : 0;
+      }
     }
     rows++;
   }
@@ -205,54 +217,62 @@ int main(int argc, char **argv) {
   }
 
   printf("1-hop (depth 1, limit 500, both directions), %d random keys:\n", N1);
+  double cu = 0, cb = 0, ce = 0;
   for (int i = 0; i < N1; i++) {
     snprintf(key, sizeof key, "n:%06d", (int)(rnd() % (uint64_t)nodes));
     mw_nav n = {.from = key, .limit = 500};
     out.len = 0;
-    double a = now();
+    double ca = cpu(), a = now();
     if (mw_cortex_navigate(c, &n, &out)) die("navigate", mw_cortex_errmsg(c));
-    double b = now();
+    double b = now(), cb1 = cpu();
     sqlite3_bind_text(out1, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(in1, 1, key, -1, SQLITE_STATIC);
     int r = drain(out1) + drain(in1);
-    double d = now();
+    double d = now(), cd = cpu();
     sqlite3_bind_text(eout, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(ein, 1, key, -1, SQLITE_STATIC);
     drain(eout);
     drain(ein);
-    double e = now();
+    double e = now(), cee = cpu();
+    cu += cb1 - ca;
+    cb += cd - cb1;
+    ce += cee - cd;
     us[i] = (b - a) * 1e6;
     ub[i] = (d - b) * 1e6;
     ue[i] = (e - d) * 1e6;
     bytes += (double)out.len;
     rows += r;
   }
-  line("mw_cortex_navigate -> canonical JSON", summarize(us, N1), bytes / N1, "bytes out, mean");
-  line("bare: edges JOIN nodes, src=? + dst=?", summarize(ub, N1), rows / N1, "rows, mean");
-  line("bare: SELECT * FROM edges_current src=?, dst=?", summarize(ue, N1), 0, NULL);
+  line("mw_cortex_navigate -> canonical JSON", summarize(us, N1, cu), bytes / N1, "bytes out, mean");
+  line("bare: edges JOIN nodes, src=? + dst=?", summarize(ub, N1, cb), rows / N1, "rows, mean");
+  line("bare: SELECT * FROM edges_current src=?, dst=?", summarize(ue, N1, ce), 0, NULL);
 
   printf("2-hop (depth 2, limit 500), %d random keys:\n", N2);
   bytes = rows = 0;
+  cu = cb = 0;
   for (int i = 0; i < N2; i++) {
     snprintf(key, sizeof key, "n:%06d", (int)(rnd() % (uint64_t)nodes));
     mw_nav n = {.from = key, .depth = 2, .limit = 500};
     out.len = 0;
-    double a = now();
+    double ca = cpu(), a = now();
     if (mw_cortex_navigate(c, &n, &out)) die("navigate", mw_cortex_errmsg(c));
-    double b = now();
+    double b = now(), cb1 = cpu();
     sqlite3_bind_text(two, 1, key, -1, SQLITE_STATIC);
     rows += drain(two);
-    double d = now();
+    double d = now(), cd = cpu();
+    cu += cb1 - ca;
+    cb += cd - cb1;
     us[i] = (b - a) * 1e6;
     ub[i] = (d - b) * 1e6;
     bytes += (double)out.len;
   }
-  line("mw_cortex_navigate -> canonical JSON", summarize(us, N2), bytes / N2, "bytes out, mean");
-  line("bare: 2-hop edges (CTE, no node rows)", summarize(ub, N2), rows / N2, "rows, mean");
+  line("mw_cortex_navigate -> canonical JSON", summarize(us, N2, cu), bytes / N2, "bytes out, mean");
+  line("bare: 2-hop edges (CTE, no node rows)", summarize(ub, N2, cb), rows / N2, "rows, mean");
 
   printf("full text (hint of 2 words, limit 20), %d random hints:\n", NF);
   bytes = rows = 0;
   double seeds = 0;
+  cu = cb = 0;
   for (int i = 0; i < NF; i++) {
     const char *w1 = words[rnd() % NWORDS], *w2 = words[rnd() % NWORDS];
     char hint[64], match[80];
@@ -260,20 +280,22 @@ int main(int argc, char **argv) {
     snprintf(match, sizeof match, "\"%s\" OR \"%s\"", w1, w2);
     mw_nav n = {.hint = hint, .limit = 20};
     out.len = 0;
-    double a = now();
+    double ca = cpu(), a = now();
     if (mw_cortex_navigate(c, &n, &out)) die("navigate", mw_cortex_errmsg(c));
-    double b = now();
+    double b = now(), cb1 = cpu();
     sqlite3_bind_text(fts, 1, match, -1, SQLITE_TRANSIENT);
     rows += drain(fts);
-    double d = now();
+    double d = now(), cd = cpu();
+    cu += cb1 - ca;
+    cb += cd - cb1;
     us[i] = (b - a) * 1e6;
     ub[i] = (d - b) * 1e6;
     bytes += (double)out.len;
     const char *p = out.p;
     while (p && (p = strstr(p, "\"score\":"))) seeds++, p += 8;
   }
-  line("mw_cortex_navigate (bm25 x recency, 1 hop)", summarize(us, NF), bytes / NF, "bytes out, mean");
-  line("bare: MATCH ... ORDER BY rank LIMIT 20", summarize(ub, NF), rows / NF, "rows, mean");
+  line("mw_cortex_navigate (bm25 x recency, 1 hop)", summarize(us, NF, cu), bytes / NF, "bytes out, mean");
+  line("bare: MATCH ... ORDER BY rank LIMIT 20", summarize(ub, NF, cb), rows / NF, "rows, mean");
   printf("  (mean seeds per hint: %.1f)\n", seeds / NF);
 
   sqlite3_finalize(out1);

@@ -253,6 +253,8 @@ typedef struct mw_engine_opts {
   int64_t skill_budget;        /* instructions per skill call, default 50M */
   int64_t skill_time_ms;       /* wall clock per skill call, default 2000 */
   size_t tenant_mem_limit;     /* bytes per tenant Lua state, default 64 MiB */
+  const char *const *roots;    /* folders the tenants' sources may name */
+  int nroots;
 } mw_engine_opts;
 
 int mw_engine_open(const mw_engine_opts *o, mw_engine **out, char *err, size_t errlen);
@@ -303,6 +305,7 @@ int mw_actor_skill(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
  * tenant whose new version fails keeps its old one (see /v1/status). */
 void mw_engine_reload(mw_engine *e);
 /* The deeper API (operator). */
+int mw_sources(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);   /* the tenant's roster */
 int mw_actor_log(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_actor_snapshots(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_actor_replay(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);

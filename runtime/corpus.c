@@ -49,3 +49,37 @@ int mw__corpus_put(mw_store *s, int64_t stream, const char *fp, int64_t cursor, 
   mw__store_done(s, st);
   return rc;
 }
+
+/* ---- consolidation: how far an actor has taken in each source ------------------- */
+
+int mw__consolidation_get(mw_store *s, const char *tenant, const char *actor, const char *source, mw_buf *out) {
+  static const char sql[] = "SELECT horizon FROM consolidation WHERE tenant=?1 AND actor=?2 AND source=?3";
+  out->len = 0;
+  sqlite3_stmt *st = mw__store_stmt(s, sql);
+  if (!st) return 0;   /* no table yet: nothing consolidated */
+  sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, actor, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, source, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) rc = mw__buf_add(out, sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0));
+  else rc = rc == SQLITE_DONE ? 0 : mw__store_dbfail(s, rc);
+  mw__store_done(s, st);
+  return rc;
+}
+
+int mw__consolidation_put(mw_store *s, const char *tenant, const char *actor, const char *source,
+                          const char *horizon, size_t len, int64_t at) {
+  static const char sql[] = "INSERT INTO consolidation(tenant, actor, source, horizon, at) VALUES(?1,?2,?3,?4,?5)"
+                            " ON CONFLICT(tenant, actor, source) DO UPDATE SET horizon=?4, at=?5";
+  sqlite3_stmt *st = mw__store_stmt(s, sql);
+  if (!st) return mw__store_dbfail(s, sqlite3_errcode(mw__store_db(s)));
+  sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, actor, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, source, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 4, horizon, (int)len, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 5, at);
+  int rc = sqlite3_step(st);
+  rc = rc == SQLITE_DONE ? 0 : mw__store_dbfail(s, rc);
+  mw__store_done(s, st);
+  return rc;
+}

@@ -11,4 +11,9 @@
  * made by another sweep script (fingerprint fp). */
 int mw__corpus_get(mw_store *s, int64_t stream, const char *fp, int64_t *cursor, mw_buf *out);
 int mw__corpus_put(mw_store *s, int64_t stream, const char *fp, int64_t cursor, const char *corpus, size_t len);
+/* The consolidation point of (tenant, actor, source): the horizon the next
+ * delta pulls from (canonical JSON; empty when none). */
+int mw__consolidation_get(mw_store *s, const char *tenant, const char *actor, const char *source, mw_buf *out);
+int mw__consolidation_put(mw_store *s, const char *tenant, const char *actor, const char *source,
+                          const char *horizon, size_t len, int64_t at);
 #endif

@@ -65,7 +65,8 @@
 /* ---- schema ------------------------------------------------------------
  * Navigation is B-tree seeks, so the tables are laid out for one seek per
  * neighbour: nodes_current is clustered on key (its integer id, assigned at
- * insert, is the FTS rowid); edges_current is clustered on (src, rel, dst) --
+ * insert, is the FTS rowid; nodes_current_rank takes a match to its key and
+ * age); edges_current is clustered on (src, rel, dst) --
  * its primary key is the (src, rel) index -- and edges_current_dst, the
  * (dst, rel) index, covers every column, so incoming edges need no second
  * seek.  nodes_fts is an external-content FTS5 table over nodes_current
@@ -88,9 +89,12 @@ static const char SCHEMA[] =
   /* the implied events of a node at the `to` end (the `from` end is the key's prefix) */
   "CREATE INDEX IF NOT EXISTS edge_versions_dst ON edge_versions(dst)"
   " WHERE retract=0 AND origin='stated';"
-  "CREATE TABLE IF NOT EXISTS nodes_current(key TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE,"
+  "CREATE TABLE IF NOT EXISTS nodes_current(key TEXT PRIMARY KEY, id INTEGER NOT NULL,"
   " kind TEXT NOT NULL, label TEXT NOT NULL, props TEXT NOT NULL, trust TEXT NOT NULL,"
   " valid_from INTEGER NOT NULL, actor TEXT NOT NULL, cursor INTEGER NOT NULL) WITHOUT ROWID;"
+  /* id -> (valid_from, key): what ranking a full-text match needs, in one seek */
+  "CREATE UNIQUE INDEX IF NOT EXISTS nodes_current_id ON nodes_current(id);"
+  "CREATE INDEX IF NOT EXISTS nodes_current_rank ON nodes_current(id, valid_from);"
   "CREATE TABLE IF NOT EXISTS edges_current(src TEXT NOT NULL, rel TEXT NOT NULL, dst TEXT NOT NULL,"
   " weight REAL NOT NULL, props TEXT NOT NULL, trust TEXT NOT NULL, valid_from INTEGER NOT NULL,"
   " actor TEXT NOT NULL, cursor INTEGER NOT NULL, PRIMARY KEY(src, rel, dst)) WITHOUT ROWID;"
@@ -135,7 +139,7 @@ static const char DROP[] =
 enum {
   Q_BEGIN, Q_BEGIN_READ, Q_COMMIT, Q_ROLLBACK, Q_SAVE, Q_RELEASE, Q_UNDO,
   Q_CHECK, Q_NEWEST, Q_NEWEST_SET, Q_APPLIED, Q_APPLIED_SET,
-  Q_NODE, Q_OUT, Q_OUT_REL, Q_IN, Q_IN_REL, Q_FTS, Q__N
+  Q_NODE, Q_OUT, Q_OUT_REL, Q_IN, Q_IN_REL, Q_OUT_E, Q_OUT_E_REL, Q_IN_E, Q_IN_E_REL, Q_FTS, Q__N
 };
 
 static const char *const SQL[Q__N] = {
@@ -162,8 +166,17 @@ static const char *const SQL[Q__N] = {
            " JOIN nodes_current n ON n.key=e.src WHERE e.dst=?1 ORDER BY e.rel, e.src",
   [Q_IN_REL] = "SELECT " EDGE_COLS("e.") ", " NODE_COLS("n.") " FROM edges_current e"
                " JOIN nodes_current n ON n.key=e.src WHERE e.dst=?1 AND e.rel=?2 ORDER BY e.src",
-  [Q_FTS] = "SELECT nodes_current.key, bm25(nodes_fts), nodes_current.valid_from FROM nodes_fts"
-            " JOIN nodes_current ON nodes_current.id=nodes_fts.rowid WHERE nodes_fts MATCH ?1",
+  /* The same without the node: once no node may be added, only edges to
+   * nodes already kept matter, and those need no seek. */
+  [Q_OUT_E] = "SELECT " EDGE_COLS("e.") ", e.dst FROM edges_current e WHERE e.src=?1 ORDER BY e.rel, e.dst",
+  [Q_OUT_E_REL] = "SELECT " EDGE_COLS("e.") ", e.dst FROM edges_current e WHERE e.src=?1 AND e.rel=?2"
+                  " ORDER BY e.dst",
+  [Q_IN_E] = "SELECT " EDGE_COLS("e.") ", e.src FROM edges_current e WHERE e.dst=?1 ORDER BY e.rel, e.src",
+  [Q_IN_E_REL] = "SELECT " EDGE_COLS("e.") ", e.src FROM edges_current e WHERE e.dst=?1 AND e.rel=?2"
+                 " ORDER BY e.src",
+  [Q_FTS] = "SELECT n.key, bm25(nodes_fts), n.valid_from FROM nodes_fts"
+            " JOIN nodes_current n INDEXED BY nodes_current_rank ON n.id=nodes_fts.rowid"
+            " WHERE nodes_fts MATCH ?1",
 };
 
 /* The version tables share one parameter numbering, so that one set of
@@ -1642,10 +1655,12 @@ static int expand(nav *v, size_t i, size_t cap) {
   memcpy(key, v->mem.p + v->n[i].key, kn);
   key[kn] = '\0';
   int dist = v->n[i].dist;
+  static const int which[2][2][2] = {   /* [full][in][by relation] */
+    {{Q_OUT, Q_OUT_REL}, {Q_IN, Q_IN_REL}}, {{Q_OUT_E, Q_OUT_E_REL}, {Q_IN_E, Q_IN_E_REL}}};
   for (int dir = 0; dir < 2; dir++) {
     for (int r = 0; r < (v->nrels ? v->nrels : 1); r++) {
-      int q = v->nrels ? (dir ? Q_IN_REL : Q_OUT_REL) : (dir ? Q_IN : Q_OUT);
-      sqlite3_stmt *st = Q(c, q);
+      int full = v->nn >= cap;
+      sqlite3_stmt *st = Q(c, which[full][dir][v->nrels > 0]);
       if (!st) return prepfail(c);
       sqlite3_bind_text(st, 1, key, (int)kn, SQLITE_STATIC);
       if (v->nrels) sqlite3_bind_text(st, 2, v->rels[r], -1, SQLITE_STATIC);
@@ -1660,7 +1675,7 @@ static int expand(nav *v, size_t i, size_t cap) {
         int fresh = j < 0;
         size_t nj, e;
         if (fresh) {
-          if (v->nn >= cap) continue;
+          if (full || v->nn >= cap) continue;
           if ((rc = add_node(v, st, EDGE_NCOLS, dist + 1, (long)i, NULL, 0, &nj))) break;
           j = (long)nj;
         }

@@ -47,6 +47,7 @@ typedef struct req req;
 typedef struct reload_status reload_status;
 static void tenant_loaded(mw_engine *e, const char *name, mw_tenant *t);
 static void status_extra(mw_engine *e, const char *tenant, mw_buf *b);
+static int need_operator(req *r, const mw_call *c);
 static int entry_start(mw_engine *e, const char *tenant, const char *actor, const char *skill, const char *profile,
                        const char *trigger, const char *input, size_t input_len, mw_reply_cb cb, void *ud);
 
@@ -56,6 +57,8 @@ struct mw_engine {
   mw_store *rd, *wr;
   mw_engine_opts o;
   char home[1024], scripts[1024], skills[1024];
+  char *roots[16];             /* copies of the operator's roots */
+  int nroots;
   mw_map tenants;              /* name -> mw_tenant */
   mw_map cortexes;             /* name -> tcortex */
   mw_map sessions;             /* session id -> session */
@@ -438,7 +441,7 @@ static int get_tenant(mw_engine *e, const char *name, mw_tenant **out, char *err
     return 0;
   }
   mw_tenant_conf c = {e->scripts, e->skills, e->home, e->o.tenant_mem_limit, e->o.skill_budget,
-                      e->o.skill_time_ms, 0};
+                      e->o.skill_time_ms, 0, (const char *const *)e->roots, e->nroots};
   int rc = mw__tenant_new(name, &c, &t, err, errlen);
   if (rc) return rc;
   if (mw__map_put(&e->tenants, name, t)) {
@@ -1416,6 +1419,43 @@ int mw_navigate(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   return 0;
 }
 
+/* ---- the roster ------------------------------------------------------------------- */
+
+static void add_source_json(mw_buf *b, const mw_source *src) {
+  mw__buf_addc(b, '{');
+  add_str_member(b, "does", src->does, 1);
+  add_str_member(b, "id", src->id, 0);
+  add_str_member(b, "locator", src->locator, 0);
+  mw__buf_addstr(b, ",\"subjects\":[");
+  if (src->subjects & MW_MUNDO) mw__buf_addstr(b, (src->subjects & MW_ATIVIDADE) ? "\"mundo\"," : "\"mundo\"");
+  if (src->subjects & MW_ATIVIDADE) mw__buf_addstr(b, "\"atividade\"");
+  mw__buf_addstr(b, "]}");
+}
+
+int mw_sources(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  if (need_operator(r, c)) return 0;
+  char err[1024];
+  mw_tenant *t;
+  if (get_tenant(e, c->tenant, &t, err, sizeof err)) {
+    answer_error(r, MW_EINTERNAL, err, NULL);
+    return 0;
+  }
+  size_t n;
+  const mw_source *src = mw__tenant_sources(t, &n);
+  mw_buf b = {0};
+  mw__buf_addstr(&b, "{\"sources\":[");
+  for (size_t i = 0; i < n; i++) {
+    if (i) mw__buf_addc(&b, ',');
+    add_source_json(&b, &src[i]);
+  }
+  mw__buf_addstr(&b, "]}");
+  answer(r, 200, &b);
+  mw__buf_free(&b);
+  return 0;
+}
+
 /* ---- the deeper API ---------------------------------------------------------------- */
 
 static int need_operator(req *r, const mw_call *c) {
@@ -1963,7 +2003,7 @@ static void reload_tenant(mw_engine *e, const char *name) {
   if (!old) return;   /* never loaded: it will be built fresh on first use */
   char err[1024];
   mw_tenant_conf c = {e->scripts, e->skills, e->home, e->o.tenant_mem_limit, e->o.skill_budget,
-                      e->o.skill_time_ms, 1};
+                      e->o.skill_time_ms, 1, (const char *const *)e->roots, e->nroots};
   reload_status *st = status_of(e, name);
   if (mw__tenant_new(name, &c, &t, err, sizeof err)) {
     e->reload_failed++;
@@ -2345,6 +2385,8 @@ int mw_engine_open(const mw_engine_opts *o, mw_engine **out, char *err, size_t e
   snprintf(e->skills, sizeof e->skills, "%s", o->skills_dir ? o->skills_dir : MW_SKILLS_DIR);
   e->pending_tail = &e->pending;
   e->batch_tail = &e->batch;
+  for (int i = 0; i < o->nroots && e->nroots < 16; i++)
+    if (o->roots[i] && (e->roots[e->nroots] = strdup(o->roots[i]))) e->nroots++;
   int rc = mw_store_open(e->home, 0, &e->rd, err, errlen);
   if (!rc) rc = mw_store_open(e->home, 0, &e->wr, err, errlen);
   if (rc) goto fail;
@@ -2447,6 +2489,7 @@ void mw_engine_close(mw_engine *e) {
   mw__map_free(&e->beats);
   mw_store_close(e->rd);
   mw_store_close(e->wr);
+  for (int r = 0; r < e->nroots; r++) free(e->roots[r]);
   free(e);
 }
 

@@ -145,6 +145,7 @@ static void handle(void *ud, mw_http_req *req) {
   else if (post && !strcmp(path, "/v1/load")) fn = mw_load, route = "/v1/load";
   else if (get && !strcmp(path, "/v1/status")) fn = mw_status, route = "/v1/status";
   else if (post && !strcmp(path, "/v1/navigate")) fn = mw_navigate, route = "/v1/navigate";
+  else if (get && !strcmp(path, "/v1/sources")) fn = mw_sources, route = "/v1/sources";
   else if (!strncmp(path, "/v1/actors/", 11)) {
     const char *a = path + 11, *slash = strchr(a, '/');
     if (slash) {
@@ -255,7 +256,9 @@ static const char SERVE_HELP[] =
   "  --skill-time MS           wall-clock budget per skill call [2000]\n"
   "  --skill-budget N          instruction budget per skill call [50000000]\n"
   "  --tenant-memory BYTES     memory cap of each tenant's Lua state [67108864]\n"
-  "  --scripts DIR --skills DIR  where the shipped Lua lives\n";
+  "  --scripts DIR --skills DIR  where the shipped Lua lives\n"
+  "  --root DIR                a folder the tenants' sources may name (repeatable;\n"
+  "                            also MW_ROOTS=DIR:DIR); none: no path sources allowed\n";
 
 static int num_opt(const char *v, int64_t *out) {
   char *end;
@@ -270,6 +273,14 @@ int mw__serve_main(int argc, char **argv) {
   mw_engine_opts eo = {0};
   mw_http_limits lim = {0};
   const char *scripts = getenv("MW_SCRIPTS"), *skills = getenv("MW_SKILLS");
+  const char *roots[16];
+  int nroots = 0;
+  char envroots[4096] = "";
+  if (getenv("MW_ROOTS")) {   /* colon-separated, like PATH */
+    snprintf(envroots, sizeof envroots, "%s", getenv("MW_ROOTS"));
+    for (char *save = NULL, *r = strtok_r(envroots, ":", &save); r && nroots < 16; r = strtok_r(NULL, ":", &save))
+      roots[nroots++] = r;
+  }
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) return fputs(SERVE_HELP, stdout), 0;
@@ -284,6 +295,13 @@ int mw__serve_main(int argc, char **argv) {
     else if (!strcmp(a, "--listen")) listen = v;
     else if (!strcmp(a, "--scripts")) scripts = v;
     else if (!strcmp(a, "--skills")) skills = v;
+    else if (!strcmp(a, "--root")) {
+      if (nroots >= 16) {
+        fprintf(stderr, "mw serve: at most 16 roots\n");
+        return 2;
+      }
+      roots[nroots++] = v;
+    }
     else if ((bad = num_opt(v, &n)) == 0) {
       if (!strcmp(a, "--session-ttl")) eo.session_ttl_ms = n;
       else if (!strcmp(a, "--checkpoint-every")) eo.checkpoint_every = n;
@@ -340,6 +358,8 @@ int mw__serve_main(int argc, char **argv) {
   eo.loop = &s.loop;
   eo.scripts_dir = scripts && *scripts ? scripts : NULL;
   eo.skills_dir = skills && *skills ? skills : NULL;
+  eo.roots = roots;
+  eo.nroots = nroots;
   if (mw_engine_open(&eo, &s.engine, err, sizeof err)) {
     fprintf(stderr, "mw serve: %s\n", err);
     mw_store_close(s.auth);

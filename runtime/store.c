@@ -80,6 +80,8 @@ static const char SCHEMA[] =
   "CREATE INDEX IF NOT EXISTS snapshots_by_kind ON snapshots(stream, is_head);"
   "CREATE TABLE IF NOT EXISTS sweeps(stream INTEGER PRIMARY KEY, cursor INTEGER NOT NULL,"
   " corpus TEXT NOT NULL, fold TEXT NOT NULL);"
+  "CREATE TABLE IF NOT EXISTS consolidation(tenant TEXT NOT NULL, actor TEXT NOT NULL, source TEXT NOT NULL,"
+  " horizon TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY(tenant, actor, source));"
   "CREATE TABLE IF NOT EXISTS sessions(id TEXT PRIMARY KEY, tenant TEXT NOT NULL,"
   " actor TEXT NOT NULL, profile TEXT NOT NULL, trigger TEXT NOT NULL, wake_token BLOB NOT NULL,"
   " opened_at INTEGER NOT NULL, last_seen INTEGER NOT NULL, closed_at INTEGER,"
@@ -375,6 +377,8 @@ int mw_store_open(const char *home, int flags, mw_store **out, char *err, size_t
     }
     if (!(flags & MW_STORE_READONLY) && (rc = exec(s, "PRAGMA journal_mode=WAL"))) goto done;
     if ((rc = setup_chain(s, 0))) goto done;
+    /* tables added since the home was made (IF NOT EXISTS: no write when present) */
+    if (!(flags & MW_STORE_READONLY)) sqlite3_exec(s->db, SCHEMA, NULL, NULL, NULL);
   }
   /* Each tenant's own files (roster, skills, secrets, Cortex) live here. */
   snprintf(path, sizeof path, "%s/tenants", home);

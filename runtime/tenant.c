@@ -5,6 +5,7 @@
 #define _GNU_SOURCE   /* memmem */
 #include "tenant.h"
 #include "cortex.h"
+#include "sources.h"
 #include "json.h"
 #include "ljson.h"
 #include "lmw.h"
@@ -40,6 +41,9 @@ struct mw_tenant {
   size_t nsecrets;
   mw_beat *beats;
   size_t nbeats;
+  mw_source *sources;
+  size_t nsources;
+  int policies_ref, delta_ref;
 };
 
 #define MAX_SECRET_BYTES (64 * 1024)
@@ -605,6 +609,187 @@ static int load_beats(mw_tenant *t, const char *home, char *err, size_t errlen) 
   return rc;
 }
 
+static int encode_pop(mw_tenant *t, mw_buf *out, char *err, size_t errlen);
+
+/* Policies: scripts/policies/NAME.lua and the tenant's policies/NAME.lua
+ * (which override), each a table {filter = f(item, source)?, score =
+ * f(item, source)?, subjects = f(item, source)?}; registered by file name. */
+static int load_policies(mw_tenant *t, const char *dir, int strict, char *err, size_t errlen) {
+  struct dirent **names;
+  int n = scandir(dir, &names, lua_file, alphasort);
+  if (n < 0) return 0;
+  lua_State *L = t->L;
+  int base = lua_gettop(L), rc = 0;
+  char path[1024], why[1200];
+  for (int i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
+    int bad = load_file(t, path, why, sizeof why);
+    if (!bad && !lua_istable(L, -1)) {
+      snprintf(why, sizeof why, "%s: a policy must return a table {filter?, score?, subjects?}", path);
+      bad = MW_EINVAL;
+    }
+    if (!bad) {
+      size_t len = strlen(names[i]->d_name) - 4;
+      lua_pushlstring(L, names[i]->d_name, len);
+      lua_insert(L, -2);
+      lua_settable(L, base);
+    }
+    lua_settop(L, base);
+    if (bad && strict) {
+      snprintf(err, errlen, "%s", why);
+      rc = bad;
+      break;
+    }
+    if (bad) log_load_error(t, "a policy failed to load", why);
+  }
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return rc;
+}
+
+/* The roster: HOME/tenants/<tenant>/roster.lua returns a list of
+ * {id, locator, does, subjects = {"mundo"|"atividade", ...}, policy?, deadline_ms?}.
+ * Every locator is checked against the operator's roots. */
+static int load_roster(mw_tenant *t, const char *home, const mw_tenant_conf *c, char *err, size_t errlen) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tenants/%s/roster.lua", home, t->name);
+  FILE *probe = fopen(path, "rb");
+  if (!probe) return 0;
+  fclose(probe);
+  lua_State *L = t->L;
+  int top = lua_gettop(L);
+  int rc = load_file(t, path, err, errlen);
+  if (rc) return rc;
+  if (!lua_istable(L, -1)) {
+    snprintf(err, errlen, "%s: must return a list of sources", path);
+    lua_settop(L, top);
+    return MW_EINVAL;
+  }
+  size_t n = (size_t)lua_rawlen(L, -1);
+  t->sources = calloc(n + 1, sizeof *t->sources);
+  if (!t->sources) {
+    lua_settop(L, top);
+    return MW_ENOMEM;
+  }
+  char why[600];
+  for (size_t i = 0; i < n && !rc; i++) {
+    mw_source *src = &t->sources[i];
+    const char *problem = NULL;
+    lua_rawgeti(L, -1, (lua_Integer)i + 1);
+    if (!lua_istable(L, -1)) problem = "each source must be a table";
+    else {
+      lua_getfield(L, -1, "id");
+      lua_getfield(L, -2, "locator");
+      lua_getfield(L, -3, "does");
+      lua_getfield(L, -4, "policy");
+      lua_getfield(L, -5, "deadline_ms");
+      const char *id = lua_tostring(L, -5), *loc = lua_tostring(L, -4), *does = lua_tostring(L, -3),
+                 *policy = lua_tostring(L, -2);
+      lua_Integer deadline = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 0;
+      if (!id || !mw_valid_id(id)) problem = "id must be 1-64 of A-Z a-z 0-9 _ . -";
+      else if (!loc || strlen(loc) >= sizeof src->locator) problem = "locator must be a string";
+      else if (!does || strlen(does) >= sizeof src->does || strchr(does, '\n')) problem = "does must be one line";
+      else if (policy && !mw_valid_id(policy)) problem = "policy must be a policy name";
+      else if (mw__locator_check(loc, c->roots, c->nroots, why, sizeof why)) problem = why;
+      else {
+        snprintf(src->id, sizeof src->id, "%s", id);
+        snprintf(src->locator, sizeof src->locator, "%s", loc);
+        snprintf(src->does, sizeof src->does, "%s", does);
+        snprintf(src->policy, sizeof src->policy, "%s", policy ? policy : "default");
+        src->deadline_ms = deadline > 0 ? deadline : 5000;
+      }
+      lua_pop(L, 5);
+      if (!problem && lua_getfield(L, -1, "subjects") == LUA_TTABLE) {
+        for (lua_Integer k = 1; lua_rawgeti(L, -1, k) != LUA_TNIL; k++) {
+          const char *sub = lua_tostring(L, -1);
+          if (sub && !strcmp(sub, "mundo")) src->subjects |= MW_MUNDO;
+          else if (sub && !strcmp(sub, "atividade")) src->subjects |= MW_ATIVIDADE;
+          else problem = "subjects are \"mundo\" and/or \"atividade\"";
+          lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+      } else if (!problem) {
+        lua_pop(L, 1);
+        problem = "subjects must list \"mundo\" and/or \"atividade\"";
+      }
+      if (!problem && !src->subjects) problem = "subjects must not be empty";
+      for (size_t j = 0; !problem && j < i; j++)
+        if (!strcmp(t->sources[j].id, src->id)) problem = "a source id appears twice";
+      if (!problem) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, t->policies_ref);
+        if (lua_getfield(L, -1, src->policy) != LUA_TTABLE) problem = "its policy is not defined";
+        lua_pop(L, 2);
+      }
+    }
+    lua_pop(L, 1);
+    if (problem) {
+      snprintf(err, errlen, "%s: source %zu: %.400s", path, i + 1, problem);
+      rc = MW_EINVAL;
+    }
+  }
+  if (!rc) t->nsources = n;
+  lua_settop(L, top);
+  return rc;
+}
+
+const mw_source *mw__tenant_sources(const mw_tenant *t, size_t *n) {
+  *n = t->nsources;
+  return t->sources;
+}
+
+const mw_source *mw__tenant_source(const mw_tenant *t, const char *id) {
+  for (size_t i = 0; i < t->nsources; i++)
+    if (!strcmp(t->sources[i].id, id)) return &t->sources[i];
+  return NULL;
+}
+
+static void push_source(lua_State *L, const mw_source *src) {
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, src->id); lua_setfield(L, -2, "id");
+  lua_pushstring(L, src->locator); lua_setfield(L, -2, "locator");
+  lua_pushstring(L, src->does); lua_setfield(L, -2, "does");
+  lua_createtable(L, 2, 0);
+  int k = 0;
+  if (src->subjects & MW_MUNDO) lua_pushliteral(L, "mundo"), lua_rawseti(L, -2, ++k);
+  if (src->subjects & MW_ATIVIDADE) lua_pushliteral(L, "atividade"), lua_rawseti(L, -2, ++k);
+  luaL_setmetatable(L, "mw.array");
+  lua_setfield(L, -2, "subjects");
+}
+
+typedef struct { mw_tenant *t; const mw_source *src; const char *items; size_t len; } policy_args;
+
+/* [-0, +4] pushes delta.apply, the source, the items and the policy. */
+static int push_policy(lua_State *L) {
+  policy_args *a = lua_touserdata(L, 1);
+  char err[256];
+  lua_rawgeti(L, LUA_REGISTRYINDEX, a->t->delta_ref);
+  push_source(L, a->src);
+  if (mw__ljson_decode(L, a->items, a->len, err, sizeof err)) return luaL_error(L, "items: %s", err);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, a->t->policies_ref);
+  lua_getfield(L, -1, a->src->policy);
+  lua_remove(L, -2);
+  return 4;
+}
+
+int mw__tenant_policy(mw_tenant *t, const mw_source *src, const char *items, size_t len, mw_buf *out,
+                      char *err, size_t errlen) {
+  lua_State *L = t->L;
+  int top = lua_gettop(L);
+  policy_args a = {t, src, items, len};
+  lua_pushcfunction(L, push_policy);
+  lua_pushlightuserdata(L, &a);
+  int rc = tcall(t, 1, 4);
+  if (!rc) rc = tcall(t, 3, 1);
+  if (rc) {
+    snprintf(err, errlen, "policy %s: %s", src->policy, lua_tostring(L, -1));
+    lua_settop(L, top);
+    return rc;
+  }
+  rc = encode_pop(t, out, err, errlen);
+  lua_settop(L, top);
+  return rc;
+}
+
 const mw_beat *mw__tenant_beats(const mw_tenant *t, size_t *n) {
   *n = t->nbeats;
   return t->beats;
@@ -618,7 +803,7 @@ int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, c
   t->mem_limit = c->mem_limit ? c->mem_limit : (64u << 20);
   t->budget = c->budget > 0 ? c->budget : 50000000;
   t->time_ns = (uint64_t)(c->time_ms > 0 ? c->time_ms : 2000) * 1000000u;
-  t->compose_ref = t->profiles_ref = t->skills_ref = LUA_NOREF;
+  t->compose_ref = t->profiles_ref = t->skills_ref = t->policies_ref = t->delta_ref = LUA_NOREF;
   char path[1024];
   snprintf(path, sizeof path, "%s/fold.lua", c->scripts_dir);
   int rc = mw_fold_open(path, NULL, &t->fold, err, errlen);
@@ -662,7 +847,24 @@ int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, c
     if ((rc = load_skills(t, path, c->strict, err, errlen))) goto fail;
   }
   t->skills_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  snprintf(path, sizeof path, "%s/delta.lua", c->scripts_dir);
+  if ((rc = load_file(t, path, err, errlen))) goto fail;
+  if (!lua_isfunction(L, -1)) {
+    snprintf(err, errlen, "%s must return a function(source, items, policy)", path);
+    rc = MW_EINVAL;
+    goto fail;
+  }
+  t->delta_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_newtable(L);
+  snprintf(path, sizeof path, "%s/policies", c->scripts_dir);
+  if ((rc = load_policies(t, path, c->strict, err, errlen))) goto fail;
   if (c->home) {
+    snprintf(path, sizeof path, "%s/tenants/%s/policies", c->home, name);
+    if ((rc = load_policies(t, path, c->strict, err, errlen))) goto fail;
+  }
+  t->policies_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  if (c->home) {
+    if ((rc = load_roster(t, c->home, c, err, errlen))) goto fail;
     if ((rc = load_secrets(t, c->home, err, errlen))) goto fail;
     if ((rc = load_beats(t, c->home, err, errlen))) goto fail;
   }
@@ -685,6 +887,7 @@ void mw__tenant_free(mw_tenant *t) {
   }
   free(t->secrets);
   free(t->beats);
+  free(t->sources);
   free(t);
 }
 
@@ -741,6 +944,13 @@ static int push_compose(lua_State *L) {
     if (mw__ljson_decode(L, in->corpus, in->corpus_len, err, sizeof err)) return luaL_error(L, "corpus: %s", err);
     lua_setfield(L, -2, "corpus");
   }
+  lua_createtable(L, (int)a->t->nsources, 0);
+  for (size_t i = 0; i < a->t->nsources; i++) {
+    push_source(L, &a->t->sources[i]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  luaL_setmetatable(L, "mw.array");
+  lua_setfield(L, -2, "roster");
   return 2;
 }
 
@@ -924,6 +1134,24 @@ static int ctx_fact(lua_State *L) {
   return 0;
 }
 
+/* ctx.feedback(source, signal [, note]): a relevance signal in [-1, 1] for a
+ * source; it accrues in the log and shows, summarised, in the sources leg. */
+static int ctx_feedback(lua_State *L) {
+  const char *src = luaL_checkstring(L, 1);
+  lua_Number signal = luaL_checknumber(L, 2);
+  if (!mw_valid_id(src)) return luaL_error(L, "feedback: source must be a source id");
+  if (!(signal >= -1 && signal <= 1)) return luaL_error(L, "feedback: signal must be in [-1, 1]");
+  lua_settop(L, 3);
+  lua_pushcfunction(L, ctx_stage);
+  lua_pushliteral(L, "feedback");
+  lua_createtable(L, 0, 3);
+  lua_pushvalue(L, 1); lua_setfield(L, -2, "source");
+  lua_pushvalue(L, 2); lua_setfield(L, -2, "signal");
+  if (lua_isstring(L, 3)) { lua_pushvalue(L, 3); lua_setfield(L, -2, "note"); }
+  lua_call(L, 2, 0);
+  return 0;
+}
+
 /* ctx.promote(key): the claim about node `key` becomes a fact. */
 static int ctx_promote(lua_State *L) {
   luaL_checkstring(L, 1);
@@ -959,6 +1187,7 @@ static int push_run(lua_State *L) {
   lua_pushcfunction(L, ctx_remember); lua_setfield(L, -2, "remember");
   lua_pushcfunction(L, ctx_fact); lua_setfield(L, -2, "fact");
   lua_pushcfunction(L, ctx_secret); lua_setfield(L, -2, "secret");
+  lua_pushcfunction(L, ctx_feedback); lua_setfield(L, -2, "feedback");
   lua_pushcfunction(L, ctx_call); lua_setfield(L, -2, "call");
   lua_pushcfunction(L, ctx_promote); lua_setfield(L, -2, "promote");
   lua_getfield(L, LUA_REGISTRYINDEX, "mw.cortex"); lua_setfield(L, -2, "cortex");

@@ -18,7 +18,28 @@ typedef struct mw_tenant_conf {
   int64_t budget;              /* instructions per call */
   int64_t time_ms;             /* wall-clock per call */
   int strict;                  /* a reload: any bad file fails the whole load */
+  const char *const *roots;    /* where the roster's locators may point */
+  int nroots;
 } mw_tenant_conf;
+
+/* A declared source (HOME/tenants/<name>/roster.lua). */
+#define MW_MUNDO 1
+#define MW_ATIVIDADE 2
+typedef struct mw_source {
+  char id[65];
+  char locator[1024];
+  char does[512];              /* one line, shown in the briefing */
+  char policy[65];             /* the policy that reads it ("default") */
+  int subjects;                /* MW_MUNDO | MW_ATIVIDADE: what it may feed */
+  int64_t deadline_ms;
+} mw_source;
+
+const mw_source *mw__tenant_sources(const mw_tenant *t, size_t *n);
+const mw_source *mw__tenant_source(const mw_tenant *t, const char *id);
+/* The source's policy over raw pulled items (canonical JSON array): filter,
+ * score and tag with subjects; appends the canonical array of delta items. */
+int mw__tenant_policy(mw_tenant *t, const mw_source *src, const char *items, size_t len, mw_buf *out,
+                      char *err, size_t errlen);
 
 int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, char *err, size_t errlen);
 void mw__tenant_free(mw_tenant *t);

@@ -20,6 +20,16 @@ local function summary(e)
   return json.object()
 end
 
+local function feedback(corpus, source)
+  corpus.feedback = corpus.feedback or json.object()
+  local f = corpus.feedback[source]
+  if not f then
+    f = { uses = 0, signals = 0, relevance = 0 }
+    corpus.feedback[source] = f
+  end
+  return f
+end
+
 return {
   initial = function()
     return { counts = json.object(), latest = json.array(), swept_to = 0, entries = 0 }
@@ -33,9 +43,24 @@ return {
     local latest = corpus.latest
     latest[#latest + 1] = { cursor = e.cursor, kind = e.kind, ts = e.ts, about = summary(e) }
     if #latest > LATEST then table.remove(latest, 1) end
-    -- uses: items a staged entry says it relied on (source feedback)
-    if type(e.body) == "table" and type(e.body.uses) == "table" then
-      corpus.uses = (corpus.uses or 0) + #e.body.uses
+    -- Source feedback, summarised per source: the items an entry says it
+    -- used (delta item ids are "<source>/<id>"), and relevance signals.
+    local b = e.body
+    if type(b) == "table" then
+      if type(b.uses) == "table" then
+        for _, id in ipairs(b.uses) do
+          local src = type(id) == "string" and id:match("^([^/]+)/")
+          if src then
+            local f = feedback(corpus, src)
+            f.uses = f.uses + 1
+          end
+        end
+      end
+      if e.kind == "feedback" and type(b.source) == "string" and type(b.signal) == "number" then
+        local f = feedback(corpus, b.source)
+        f.signals = f.signals + 1
+        f.relevance = f.relevance + b.signal
+      end
     end
     return corpus
   end,

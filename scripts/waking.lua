@@ -9,18 +9,28 @@ local function direction_leg(state)
   return { current = d, set = state.direction_set }
 end
 
--- The roster floor: never empty.  Until a tenant declares a roster, the
--- actor's own log is its declared source.
+-- The roster floor: never empty.  Every declared source with its one line
+-- and the feedback that accrued for it in the log (folded by the sweep);
+-- with no roster declared, the actor's own log is the declared source.
 local function sources_leg(req)
-  return json.array {
-    {
+  local feedback = (req.corpus or {}).feedback or {}
+  local leg = json.array()
+  for _, src in ipairs(req.roster or {}) do
+    leg[#leg + 1] = {
+      id = src.id, locator = src.locator, does = src.does, subjects = src.subjects,
+      feedback = feedback[src.id] or json.object(),
+    }
+  end
+  if #leg == 0 then
+    leg[1] = {
       id = "self",
       locator = "log:" .. req.actor_id,
       does = "this actor's own log: what it was asked, what it did, what it handed over",
       subjects = json.array { "atividade" },
-      feedback = json.object(),
-    },
-  }
+      feedback = feedback.self or json.object(),
+    }
+  end
+  return leg
 end
 
 -- What the sweep folded: counts by kind, the latest items, and the
