@@ -125,7 +125,14 @@ static int cmd_init(int argc, char **argv) {
     mw_store *s;
     if (open_home("init", o.home, &s)) return 1;   /* refuses a non-MW mw.db too */
     mw_store_close(s);
-    if (o.json) printf("{\"exists\":true,\"home\":\"%s\"}\n", o.home);
+    if (o.json) {
+      mw_buf j = {0};
+      mw__buf_addstr(&j, "{\"exists\":true,\"home\":");
+      if (mw__json_string(&j, o.home, strlen(o.home))) mw__buf_addstr(&j, "null");
+      mw__buf_addc(&j, '}');
+      printf("%s\n", j.p);
+      mw__buf_free(&j);
+    }
     else printf("%s is already an MW home: nothing changed, no token printed\n", o.home);
     return 0;
   }
@@ -140,19 +147,29 @@ static int cmd_init(int argc, char **argv) {
     fprintf(stderr, "mw init: %s\n", err);
     return 1;
   }
-  /* One transaction: a home is created with its tokens or not at all. */
-  rc = mw_store_begin(s);
+  /* A home is created whole -- database, the default tenant's Cortex and its
+   * tokens -- or not at all: on any failure what was made is removed, so
+   * that running init again starts afresh instead of finding half a home. */
+  rc = mw_store_tenant(s, "default", 1);
+  if (!rc && make_cortex("init", o.home, "default")) rc = MW_EUNAVAIL;
+  if (!rc) rc = mw_store_begin(s);
   if (!rc) rc = mw_token_create(s, "default", "agent", agent);
   if (!rc) rc = mw_token_create(s, "default", "operator", oper);
   if (!rc) rc = mw_store_commit(s);
   if (rc) {
-    fprintf(stderr, "mw init: %s\n", mw_store_errmsg(s));
+    fprintf(stderr, "mw init: %s\n", mw_store_errmsg(s)[0] ? mw_store_errmsg(s) : mw_strerror(rc));
     mw_store_rollback(s);
     mw_store_close(s);
+    static const char *const made[] = {"mw.db", "mw.db-wal", "mw.db-shm", "tenants/default/cortex.db",
+                                       "tenants/default/cortex.db-wal", "tenants/default/cortex.db-shm", NULL};
+    char path[4200];
+    for (int i = 0; made[i]; i++) {
+      snprintf(path, sizeof path, "%s/%s", o.home, made[i]);
+      unlink(path);
+    }
     return 1;
   }
   mw_store_close(s);
-  if (make_cortex("init", o.home, "default")) return 1;
   if (o.json) {
     printf("{\"agent_token\":\"%s\",\"operator_token\":\"%s\",\"tenant\":\"default\"}\n", agent, oper);
   } else {
@@ -300,7 +317,7 @@ static int cmd_replay(int argc, char **argv) {
   }
   mw_buf b = {0};
   mw_hydrated h = {.state = &b};
-  mw_hydrate_opts ho = {.to = o.to, .replay = 1};
+  mw_hydrate_opts ho = {.to = o.to, .replay = 1, .no_write = 1, .ckpt_every = -1};
   rc = mw_hydrate(s, f, stream, &ho, &h, err, sizeof err);
   if (rc) fprintf(stderr, "mw replay: %s\n", err);
   else printf("%.*s\n", (int)b.len, b.p);
@@ -339,7 +356,18 @@ static int cmd_cortex(int argc, char **argv) {
   char path[4200], err[512];
   snprintf(path, sizeof path, "%s/tenants/%s/cortex.db", o.home, o.tenant);
   mw_cortex *cx;
-  if (mw_cortex_open(path, rebuild, 5000, &cx, err, sizeof err)) {
+  rc = mw_cortex_open(path, rebuild, 5000, &cx, err, sizeof err);
+  if (rc && rebuild && strstr(err, "corrupt")) {
+    /* the logs are the truth: a Cortex that cannot be opened is replaced */
+    static const char *const sfx[] = {"", "-wal", "-shm", NULL};
+    char p2[4300];
+    for (int i = 0; sfx[i]; i++) {
+      snprintf(p2, sizeof p2, "%s%s", path, sfx[i]);
+      unlink(p2);
+    }
+    rc = mw_cortex_open(path, 1, 5000, &cx, err, sizeof err);
+  }
+  if (rc) {
     fprintf(stderr, "mw cortex: %s\n", err);
     mw_store_close(s);
     return 1;

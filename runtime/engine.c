@@ -24,6 +24,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #ifndef MW_SCRIPTS_DIR
@@ -392,7 +393,14 @@ static tcortex *cortex_ensure(mw_engine *e, const char *tenant) {
     cortex_drop(c, "cortex file missing");
   } else {
     if (c->cx && (st.st_ino != c->ino || st.st_dev != c->dev)) cortex_drop(c, "cortex file replaced");
+    if (c->cx && access(c->path, R_OK | W_OK) != 0) cortex_drop(c, "cortex file unreadable");
     if (c->cx && mw_cortex_check(c->cx)) cortex_drop(c, mw_cortex_errmsg(c->cx));
+    /* WAL lets reads through a writer's lock: probe the write lock itself,
+     * since facts must be applicable for the Cortex to count as live. */
+    if (c->cx) {
+      if (mw_cortex_begin(c->cx)) cortex_drop(c, "cortex is locked");
+      else mw_cortex_rollback(c->cx);
+    }
     if (!c->cx) {
       if (mw_cortex_open(c->path, 0, 50, &c->cx, err, sizeof err)) {
         cortex_drop(c, err);
@@ -2464,10 +2472,11 @@ void mw_engine_close(mw_engine *e) {
   if (e->in_tx) mw_store_rollback(e->wr);
   size_t i = 0;
   session *s;
-  while ((s = mw__map_next(&e->sessions, &i, NULL))) session_free(s);
-  i = 0;
+  /* reserved by a wake that never finished: in `awake` only */
   while ((s = mw__map_next(&e->awake, &i, NULL)))
-    if (!s->id[0]) session_free(s);   /* reserved by a wake that never finished */
+    if (!s->id[0] || mw__map_get(&e->sessions, s->id) != s) session_free(s);
+  i = 0;
+  while ((s = mw__map_next(&e->sessions, &i, NULL))) session_free(s);
   mw_tenant *t;
   i = 0;
   while ((t = mw__map_next(&e->tenants, &i, NULL))) mw__tenant_free(t);
