@@ -124,6 +124,9 @@ int mw_store_tenant(mw_store *s, const char *tenant, int create);   /* 0, MW_ENO
 /* Every stream of a tenant, by actor id; cb returns non-zero to stop. */
 typedef int (*mw_stream_cb)(void *ud, int64_t stream, const char *actor, int64_t last_cursor);
 int mw_store_streams(mw_store *s, const char *tenant, mw_stream_cb cb, void *ud);
+/* For quotas: how many actors a tenant has, and the bytes of its log bodies. */
+int64_t mw_store_count_streams(mw_store *s, const char *tenant);
+int64_t mw_store_log_bytes(mw_store *s, const char *tenant);
 
 typedef struct mw_append {
   const char *kind;                  /* an id (mw_valid_id) */

@@ -49,6 +49,7 @@ typedef struct reload_status reload_status;
 static void tenant_loaded(mw_engine *e, const char *name, mw_tenant *t);
 static void status_extra(mw_engine *e, const char *tenant, mw_buf *b);
 static int need_operator(req *r, const mw_call *c);
+static int get_tenant(mw_engine *e, const char *name, mw_tenant **out, char *err, size_t errlen);
 static int entry_start(mw_engine *e, const char *tenant, const char *actor, const char *skill, const char *profile,
                        const char *trigger, const char *input, size_t input_len, mw_reply_cb cb, void *ud);
 
@@ -62,6 +63,7 @@ struct mw_engine {
   int nroots;
   mw_map tenants;              /* name -> mw_tenant */
   mw_map cortexes;             /* name -> tcortex */
+  mw_map usage;                /* name -> usage: what a tenant has spent of its quotas */
   mw_map sessions;             /* session id -> session */
   mw_map awake;                /* "tenant/actor" -> session (open or opening) */
   job *pending, **pending_tail;   /* waiting for the write connection */
@@ -82,7 +84,7 @@ struct mw_engine {
   int64_t inflight;            /* calls taken but not yet answered */
   /* metrics */
   uint64_t commits, fsyncs, commit_failures, entries_appended, snapshot_failures, expired;
-  uint64_t wakes, runs, sleeps, offloop, cortex_dark, navigations;
+  uint64_t wakes, runs, sleeps, offloop, cortex_dark, navigations, quota_refusals;
   hist h_wake, h_run, h_sleep;
 };
 
@@ -438,6 +440,91 @@ int mw_engine_cortex_live(mw_engine *e) {
     if (!c || !c->cx) live = 0;
   }
   return live;
+}
+
+/* ---- quotas ------------------------------------------------------------------------ */
+
+typedef struct usage {
+  double tokens;               /* the request-rate bucket */
+  uint64_t last_ns;
+  int64_t log_bytes;
+  int bytes_known;
+} usage;
+
+static usage *usage_of(mw_engine *e, const char *tenant) {
+  usage *u = mw__map_get(&e->usage, tenant);
+  if (!u && (u = calloc(1, sizeof *u)) && mw__map_put(&e->usage, tenant, u)) {
+    free(u);
+    u = NULL;
+  }
+  return u;
+}
+
+static const mw_quotas *quotas_of(mw_engine *e, const char *tenant) {
+  mw_tenant *t = mw__map_get(&e->tenants, tenant);
+  return t ? mw__tenant_quotas(t) : NULL;
+}
+
+static void answer_quota(mw_engine *e, req *r, const char *which, const char *msg) {
+  char extra[64];
+  snprintf(extra, sizeof extra, ",\"which\":\"%s\"", which);
+  e->quota_refusals++;
+  answer_error(r, MW_EQUOTA, msg, extra);
+}
+
+/* Requests per second, a token bucket per tenant; answers 429 itself. */
+static int rate_limited(mw_engine *e, req *r, const mw_call *c) {
+  if (!c->tenant) return 0;
+  mw_tenant *t;
+  char err[256];
+  if (get_tenant(e, c->tenant, &t, err, sizeof err)) return 0;   /* the call reports it */
+  const mw_quotas *q = mw__tenant_quotas(t);
+  if (q->rps <= 0) return 0;
+  usage *u = usage_of(e, c->tenant);
+  if (!u) return 0;
+  uint64_t now = uv_hrtime();
+  if (!u->last_ns) u->tokens = (double)q->rps;
+  else u->tokens += (double)(now - u->last_ns) / 1e9 * (double)q->rps;
+  if (u->tokens > (double)q->rps) u->tokens = (double)q->rps;
+  u->last_ns = now;
+  if (u->tokens < 1) {
+    answer_quota(e, r, "rps", "the tenant's requests per second are spent");
+    return 1;
+  }
+  u->tokens -= 1;
+  return 0;
+}
+
+static int64_t tenant_log_bytes(mw_engine *e, const char *tenant) {
+  usage *u = usage_of(e, tenant);
+  if (!u) return 0;
+  if (!u->bytes_known) {
+    u->log_bytes = mw_store_log_bytes(e->rd, tenant);
+    u->bytes_known = 1;
+  }
+  return u->log_bytes;
+}
+
+static void add_log_bytes(mw_engine *e, const char *tenant, const mw_append *items, size_t n) {
+  usage *u = mw__map_get(&e->usage, tenant);
+  if (!u || !u->bytes_known) return;
+  for (size_t i = 0; i < n; i++) u->log_bytes += (int64_t)items[i].body_len;
+}
+
+/* 1 (answered 429) when the tenant's log is full. */
+static int log_full(mw_engine *e, req *r, const char *tenant) {
+  const mw_quotas *q = quotas_of(e, tenant);
+  if (!q || q->log_bytes <= 0 || tenant_log_bytes(e, tenant) < q->log_bytes) return 0;
+  answer_quota(e, r, "log_bytes", "the tenant's log bytes are spent");
+  return 1;
+}
+
+/* 1 (answered 429) when a new actor would pass the tenant's actor quota. */
+static int actors_full(mw_engine *e, req *r, const char *tenant) {
+  const mw_quotas *q = quotas_of(e, tenant);
+  if (!q || q->actors <= 0 || mw_store_count_streams(e->rd, tenant) < q->actors) return 0;
+  answer_quota(e, r, "actors", "the tenant's actors are spent");
+  return 1;
 }
 
 /* ---- tenants and sessions -------------------------------------------------------- */
@@ -832,6 +919,7 @@ static int do_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, con
 static int do_wake_x(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, const char *trigger, int ephemeral) {
   req *r = new_req(e, c, cb, ud, &e->h_wake);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   mw_buf body = {0};
   if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
   char actor[80] = "", profile[32] = "builder";
@@ -896,6 +984,12 @@ static int do_wake_x(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, c
   rc = mw_store_stream(e->rd, c->tenant, actor, 0, &s->stream);
   if (rc == MW_ENOENT) {
     s->stream = 0;
+    if (actors_full(e, r, c->tenant)) {
+      w->r = NULL;
+      session_forget(e, s);
+      wake_ctx_free(w);
+      return 0;
+    }
     if (w->has_from && strcmp(w->from, "genesis") != 0) {
       wake_fail(w, MW_ENOENT, "no such snapshot", NULL);
       return 0;
@@ -1071,6 +1165,7 @@ static void done_run(mw_engine *e, job *j, int rc) {
     s->last_seen = now_ms();
     e->runs++;
     e->entries_appended += j->nitems;
+    add_log_bytes(e, s->tenant, j->items, j->nitems);
     for (size_t i = 1; i < j->nitems; i++)
       if (!strcmp(j->items[i].kind, "fact")) {
         cortex_apply(e, s->tenant, s->stream, s->actor, j->cursor);
@@ -1102,6 +1197,7 @@ static void done_run(mw_engine *e, job *j, int rc) {
 int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, &e->h_run);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   mw_buf body = {0};
   if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
   session *s = find_session(e, c->tenant, body.p, body.len, r);
@@ -1130,6 +1226,10 @@ int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   if (rc) {
     mw__buf_free(&body);
     answer_error(r, MW_EINTERNAL, err, NULL);
+    return 0;
+  }
+  if (log_full(e, r, s->tenant)) {
+    mw__buf_free(&body);
     return 0;
   }
   s->last_seen = now_ms();
@@ -1274,7 +1374,10 @@ static void done_sleep(mw_engine *e, job *j, int rc) {
   }
   s->closed = 1;
   s->open = 0;
-  if (j->with_append) e->entries_appended++;
+  if (j->with_append) {
+    e->entries_appended++;
+    add_log_bytes(e, s->tenant, j->items, j->nitems);
+  }
   if (r) {
     e->sleeps++;
     mw_buf b = {0};
@@ -1330,6 +1433,7 @@ static int start_sleep(mw_engine *e, session *s, req *r, const char *handover, s
 int mw_sleep(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, &e->h_sleep);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   mw_buf body = {0};
   if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
   session *s = find_session(e, c->tenant, body.p, body.len, r);
@@ -1371,6 +1475,7 @@ static void expiry_cb(uv_timer_t *t) {
 int mw_navigate(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, NULL);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   mw_buf body = {0};
   if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
   session *s = find_session(e, c->tenant, body.p, body.len, r);
@@ -1443,6 +1548,7 @@ static void add_source_json(mw_buf *b, const mw_source *src) {
 int mw_sources(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, NULL);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   if (need_operator(r, c)) return 0;
   char err[1024];
   mw_tenant *t;
@@ -1520,6 +1626,7 @@ static int log_entry_json(void *ud, const mw_entry *en) {
 int mw_actor_log(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, NULL);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   int64_t stream, last;
   if (need_operator(r, c) || actor_stream(e, r, c, &stream)) return 0;
   int bad = 0;
@@ -1569,6 +1676,7 @@ static int snap_json(void *ud, const mw_snapshot *p) {
 int mw_actor_snapshots(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, NULL);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   int64_t stream;
   if (need_operator(r, c) || actor_stream(e, r, c, &stream)) return 0;
   char head[40];
@@ -1646,6 +1754,7 @@ static void replay_done(uv_work_t *w, int status) {
 int mw_actor_replay(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, NULL);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   int64_t stream;
   if (need_operator(r, c)) return 0;
   mw_buf body = {0};
@@ -1712,6 +1821,7 @@ static void done_direction(mw_engine *e, job *j, int rc) {
     answer_error(j->r, rc, j->err, NULL);
   } else {
     e->entries_appended++;
+    add_log_bytes(e, j->tenant, j->items, j->nitems);
     mw_buf b = {0};
     mw__buf_addstr(&b, "{");
     add_int_member(&b, "cursor", j->cursor, 1);
@@ -1725,6 +1835,7 @@ static void done_direction(mw_engine *e, job *j, int rc) {
 int mw_actor_direction(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, NULL);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   if (need_operator(r, c)) return 0;
   if (!c->actor || !mw_valid_id(c->actor)) {
     answer_error(r, MW_EINVAL, "actor_id must be 1-64 of A-Z a-z 0-9 _ . - (not . or ..)", NULL);
@@ -1737,6 +1848,12 @@ int mw_actor_direction(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud)
   if (mw__jfield(body.p, body.len, "direction", &v, &vn)) {
     mw__buf_free(&body);
     answer_error(r, MW_EINVAL, "direction is required", NULL);
+    return 0;
+  }
+  int64_t known;
+  if ((mw_store_stream(e->rd, c->tenant, c->actor, 0, &known) == MW_ENOENT && actors_full(e, r, c->tenant)) ||
+      log_full(e, r, c->tenant)) {
+    mw__buf_free(&body);
     return 0;
   }
   job *j = new_job(apply_direction, done_direction, r, NULL);
@@ -1765,6 +1882,7 @@ int mw_actor_direction(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud)
 int mw_status(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, NULL);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   if (need_operator(r, c)) return 0;
   mw_buf b = {0};
   mw__buf_addstr(&b, "{\"sessions\":[");
@@ -1946,6 +2064,7 @@ static void entry_to_req(void *ud, const mw_reply *rep) {
 int mw_actor_skill(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, NULL);
   if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
   if (need_operator(r, c)) return 0;
   if (!c->actor || !mw_valid_id(c->actor)) {
     answer_error(r, MW_EINVAL, "actor_id must be 1-64 of A-Z a-z 0-9 _ . - (not . or ..)", NULL);
@@ -2315,6 +2434,7 @@ int mw_engine_metrics(mw_engine *e, mw_buf *b) {
   metric(b, "mw_offloop_jobs_total", "counter", "Long replays run on the thread pool.", e->offloop);
   metric(b, "mw_cortex_dark_total", "counter", "Wakes whose facts leg was dark (Cortex down).", e->cortex_dark);
   metric(b, "mw_navigations_total", "counter", "Cortex navigations through /v1/navigate.", e->navigations);
+  metric(b, "mw_quota_refusals_total", "counter", "Calls refused with 429 quota_exceeded.", e->quota_refusals);
   metric(b, "mw_reloads_total", "counter", "Script reloads that went live.", e->reload_ok);
   metric(b, "mw_reload_failures_total", "counter", "Script reloads refused (the old version kept serving).", e->reload_failed);
   metric(b, "mw_heartbeats", "gauge", "Heartbeat timers running.", e->beats.len);
@@ -2490,6 +2610,10 @@ void mw_engine_close(mw_engine *e) {
     free(c);
   }
   mw__map_free(&e->cortexes);
+  usage *u;
+  i = 0;
+  while ((u = mw__map_next(&e->usage, &i, NULL))) free(u);
+  mw__map_free(&e->usage);
   reload_status *rs;
   i = 0;
   while ((rs = mw__map_next(&e->reloads, &i, NULL))) free(rs);

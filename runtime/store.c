@@ -975,3 +975,24 @@ int mw_store_streams(mw_store *s, const char *tenant, mw_stream_cb cb, void *ud)
   mw__store_done(s, st);
   return rc;
 }
+
+int64_t mw_store_count_streams(mw_store *s, const char *tenant) {
+  static const char sql[] = "SELECT count(*) FROM streams WHERE tenant=?1";
+  sqlite3_stmt *st = mw__store_stmt(s, sql);
+  if (!st) return 0;
+  sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+  int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  mw__store_done(s, st);
+  return n;
+}
+
+int64_t mw_store_log_bytes(mw_store *s, const char *tenant) {
+  static const char sql[] = "SELECT total(length(CAST(e.body AS BLOB))) FROM entries e JOIN streams t ON e.stream = t.id"
+                            " WHERE t.tenant=?1";
+  sqlite3_stmt *st = mw__store_stmt(s, sql);
+  if (!st) return 0;
+  sqlite3_bind_text(st, 1, tenant, -1, SQLITE_STATIC);
+  int64_t n = sqlite3_step(st) == SQLITE_ROW ? (int64_t)sqlite3_column_double(st, 0) : 0;
+  mw__store_done(s, st);
+  return n;
+}

@@ -44,6 +44,7 @@ struct mw_tenant {
   mw_source *sources;
   size_t nsources;
   int policies_ref, delta_ref;
+  mw_quotas quotas;
 };
 
 #define MAX_SECRET_BYTES (64 * 1024)
@@ -790,6 +791,36 @@ int mw__tenant_policy(mw_tenant *t, const mw_source *src, const char *items, siz
   return rc;
 }
 
+/* Quotas: HOME/tenants/<tenant>/quotas.lua returns {actors = n?, log_bytes = n?,
+ * rps = n?}; absent or 0 means unlimited. */
+static int load_quotas(mw_tenant *t, const char *home, char *err, size_t errlen) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tenants/%s/quotas.lua", home, t->name);
+  FILE *probe = fopen(path, "rb");
+  if (!probe) return 0;
+  fclose(probe);
+  lua_State *L = t->L;
+  int top = lua_gettop(L);
+  int rc = load_file(t, path, err, errlen);
+  if (rc) return rc;
+  static const char *const keys[] = {"actors", "log_bytes", "rps", NULL};
+  int64_t *slots[] = {&t->quotas.actors, &t->quotas.log_bytes, &t->quotas.rps};
+  if (!lua_istable(L, -1)) rc = MW_EINVAL;
+  for (int i = 0; keys[i] && !rc; i++) {
+    int isnum = 1;
+    lua_getfield(L, -1, keys[i]);
+    lua_Integer v = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (!isnum || v < 0) rc = MW_EINVAL;
+    else *slots[i] = v;
+  }
+  if (rc) snprintf(err, errlen, "%s: must return {actors = n, log_bytes = n, rps = n} (integers >= 0)", path);
+  lua_settop(L, top);
+  return rc;
+}
+
+const mw_quotas *mw__tenant_quotas(const mw_tenant *t) { return &t->quotas; }
+
 const mw_beat *mw__tenant_beats(const mw_tenant *t, size_t *n) {
   *n = t->nbeats;
   return t->beats;
@@ -865,6 +896,7 @@ int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, c
   t->policies_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   if (c->home) {
     if ((rc = load_roster(t, c->home, c, err, errlen))) goto fail;
+    if ((rc = load_quotas(t, c->home, err, errlen))) goto fail;
     if ((rc = load_secrets(t, c->home, err, errlen))) goto fail;
     if ((rc = load_beats(t, c->home, err, errlen))) goto fail;
   }

@@ -108,5 +108,11 @@ typedef struct mw_beat {
   int64_t every_ms;
 } mw_beat;
 const mw_beat *mw__tenant_beats(const mw_tenant *t, size_t *n);
+
+/* The tenant's quotas (HOME/tenants/<name>/quotas.lua); 0 means unlimited. */
+typedef struct mw_quotas {
+  int64_t actors, log_bytes, rps;
+} mw_quotas;
+const mw_quotas *mw__tenant_quotas(const mw_tenant *t);
 void mw__run_out_free(mw_run_out *o);
 #endif
