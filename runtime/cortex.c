@@ -31,7 +31,17 @@
  * only for those that take effect, so a live graph does not pay a row per
  * edge end.  An edge whose node was retracted after the edge was stated stays
  * in edges_current but is never navigated (reads join both ends to
- * nodes_current) until the node comes back. */
+ * nodes_current) until the node comes back.
+ *
+ * A promote names a key that must be current when its entry is applied
+ * (MW_EINVAL otherwise, nothing written): the one order-dependent check.
+ * Once accepted, what it copies is resolved in the chain, so a set of
+ * accepted facts gives the same graph in any order.
+ *
+ * Navigation reads current rows only (history=1 adds superseded versions) in
+ * one read transaction, and is deterministic: BFS in key order, output sorted
+ * by content, full-text recency measured from the newest fact in the Cortex,
+ * never the wall clock; a hint reaches FTS5 only as quoted plain terms. */
 #include "cortex.h"
 #include "jfield.h"
 #include "json.h"
@@ -133,7 +143,6 @@ static const char DROP[] =
                      p "actor, " p "cursor"
 #define EDGE_COLS(p) p "src, " p "rel, " p "dst, " p "weight, " p "props, " p "trust, " \
                      p "valid_from, NULL, " p "actor, " p "cursor"
-#define NODE_NCOLS 9
 #define EDGE_NCOLS 10
 
 enum {

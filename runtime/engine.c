@@ -1237,6 +1237,23 @@ int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   mw_run_in in = {skill, s->actor, s->id, s->profile, s->cursor, s->state.p, s->state.len, input, input_len};
   mw_run_out out;
   rc = mw__tenant_run(s->t, &in, &out);
+  if (rc == 0 && (!strcmp(s->trigger, "heartbeat") || !strcmp(s->trigger, "skill"))) {
+    /* An internal trigger sleeps with the result's handover, which is written
+     * to the log: the guard refuses one that carries a secret, before any commit. */
+    const char *h;
+    size_t hn;
+    const char *leaked = !mw__jfield(out.result.p, out.result.len, "handover", &h, &hn)
+                             ? mw__tenant_secret_in(s->t, h, hn) : NULL;
+    if (leaked) {
+      char msg[320];
+      snprintf(msg, sizeof msg, "skill %.64s: the handover contains the value of secret '%.64s'; secrets never enter "
+               "the log", skill, leaked);
+      answer_error(r, MW_ESKILL, msg, ",\"traceback\":\"\"");
+      mw__run_out_free(&out);
+      mw__buf_free(&body);
+      return 0;
+    }
+  }
   if (rc == 0 && c->quiet && out.nstaged == 0 && out.ncalls == 0) {
     /* an idle beat: nothing to commit, nothing written */
     mw_buf b = {0};
@@ -1989,9 +2006,11 @@ static void entry_ran(void *ud, const mw_reply *r) {
   mw__buf_addstr(&body, "{");
   if (r->status == 200 && !mw__jfield(r->body, r->body_len, "result", &res, &resn) &&
       !mw__jfield(res, resn, "handover", &h, &hn)) {
-    mw__buf_addstr(&body, "\"handover\":");
-    mw__buf_add(&body, h, hn);
-    mw__buf_addc(&body, ',');
+    {
+      mw__buf_addstr(&body, "\"handover\":");
+      mw__buf_add(&body, h, hn);
+      mw__buf_addc(&body, ',');
+    }
   }
   mw__buf_addstr(&body, "\"session_id\":");
   mw__json_string(&body, x->session, strlen(x->session));

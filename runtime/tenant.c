@@ -1070,6 +1070,8 @@ static int ctx_stage(lua_State *L) {
   if (!mw_valid_id(kind)) return luaL_error(L, "stage: kind must be 1-64 of A-Z a-z 0-9 _ . -");
   if (!strcmp(kind, "run") || !strcmp(kind, "handover") || !strcmp(kind, "direction"))
     return luaL_error(L, "stage: kind '%s' is written by the host only", kind);
+  if (mw__tenant_secret_in(t, kind, strlen(kind)))
+    return luaL_error(L, "stage: the kind is the value of a secret; secrets never enter the log");
   if (o->nstaged >= MAX_STAGED) return luaL_error(L, "stage: more than %d entries in one run", MAX_STAGED);
   mw_staged *s = realloc(o->staged, (o->nstaged + 1) * sizeof *s);
   if (!s) return luaL_error(L, "not enough memory");
@@ -1098,6 +1100,11 @@ static int ctx_stage(lua_State *L) {
   snprintf(s->kind, sizeof s->kind, "%s", kind);
   o->nstaged++;
   return 0;
+}
+
+const char *mw__tenant_secret_in(mw_tenant *t, const char *p, size_t n) {
+  mw_buf b = {(char *)p, n, n};
+  return leaks_secret(t, &b);
 }
 
 /* ctx.secret(name) -> the value of HOME/tenants/<tenant>/secrets/<name>, or nil. */
@@ -1133,6 +1140,11 @@ static int ctx_call(lua_State *L) {
   else if (mw__ljson_encode(L, 3, &c->input, err, sizeof err)) {
     mw__buf_free(&c->input);
     return luaL_error(L, "call: input is not JSON: %s", err);
+  }
+  const char *leaked = mw__tenant_secret_in(t, c->input.p, c->input.len);
+  if (leaked) {
+    mw__buf_free(&c->input);
+    return luaL_error(L, "call: the input contains the value of secret '%s'; secrets never enter the log", leaked);
   }
   snprintf(c->actor, sizeof c->actor, "%s", actor);
   snprintf(c->skill, sizeof c->skill, "%s", skill);

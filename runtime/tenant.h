@@ -101,6 +101,8 @@ typedef struct mw_run_out {
 } mw_run_out;
 
 int mw__tenant_run(mw_tenant *t, const mw_run_in *in, mw_run_out *out);
+/* The name of a secret whose value appears in p[0..n) (as is or JSON-escaped), or NULL. */
+const char *mw__tenant_secret_in(mw_tenant *t, const char *p, size_t n);
 
 /* The tenant's heartbeats (HOME/tenants/<name>/heartbeat.lua). */
 typedef struct mw_beat {
