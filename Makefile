@@ -8,7 +8,7 @@ BUSTED   ?= /usr/bin/busted
 PKGS     := lua5.4 sqlite3 libcrypto libuv
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
-PKG_LIBS   := $(shell pkg-config --libs sqlite3 libcrypto libuv) -lhttp_parser -lpthread
+PKG_LIBS   := $(shell pkg-config --libs sqlite3 libcrypto libuv) -lhttp_parser -lexpat -lpthread
 LUA_LIBS   := $(shell pkg-config --libs lua5.4)
 
 CFLAGS   ?= -O2 -g
@@ -23,7 +23,7 @@ SKILLS_DIR  ?= $(CURDIR)/skills
 # The core: storage (no Lua, no libuv) and the Lua-facing engine pieces.
 CORE_SRC := runtime/buf.c runtime/errors.c runtime/chain.c runtime/json.c runtime/store.c \
             runtime/sessions.c runtime/jfield.c runtime/map.c runtime/corpus.c \
-            runtime/cortex.c runtime/facts.c runtime/locator.c
+            runtime/cortex.c runtime/facts.c runtime/sources.c
 LUA_SRC  := runtime/ljson.c runtime/fold.c runtime/hydrate.c runtime/lmw.c runtime/tenant.c \
             runtime/engine.c runtime/http.c
 HOST_SRC := runtime/cli.c runtime/server.c runtime/main.c
@@ -76,7 +76,7 @@ sanitize:
 	  -o spec/support/summary.lua spec
 
 DEB_PKGS := liblua5.4-dev lua5.4 libsqlite3-dev lua-cjson libuv1-dev lua-busted libssl-dev \
-            pkg-config libhttp-parser-dev lua-socket curl gcc make git
+            pkg-config libhttp-parser-dev libexpat1-dev lua-socket curl gcc make git sqlite3 strace
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \

@@ -297,6 +297,11 @@ int mw_wake(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_load(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 int mw_sleep(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+/* In-session: what the sources have new since the actor's consolidation point
+ * (body {"session_id", "source"?}); and the operator's form for an actor that
+ * need not be awake (mw_actor_delta, body {"source"?}). */
+int mw_delta(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
+int mw_actor_delta(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 /* In-session: the agent navigates its tenant's Cortex. */
 int mw_navigate(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud);
 /* 1 when every tenant Cortex the engine has opened is live (for /healthz). */

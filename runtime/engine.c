@@ -11,6 +11,7 @@
 #include "corpus.h"
 #include "cortex.h"
 #include "facts.h"
+#include "sources.h"
 #include "jfield.h"
 #include "json.h"
 #include "map.h"
@@ -2411,6 +2412,213 @@ static void status_extra(mw_engine *e, const char *tenant, mw_buf *b) {
     mw__buf_addc(b, '}');
   }
   mw__buf_addc(b, ']');
+}
+
+/* ---- delta: what the sources have new since the actor's consolidation point ----------
+ * Every source is pulled at once, off the loop, each with its own deadline;
+ * one that fails or is slow is an entry in `errors` and delays nothing else.
+ * Raw items go through the source's policy (Lua) as they come back.  The new
+ * horizons are recorded, durably, before the answer: the next delta starts
+ * from them. */
+
+typedef struct pull {
+  mw_source src;               /* a copy: a reload may replace the tenant meanwhile */
+  struct delta_ctx *d;
+  int rc;
+  char error[600];
+  mw_buf items, horizon, prev;
+} pull;
+
+typedef struct delta_ctx {
+  mw_engine *e;
+  req *r;
+  char tenant[65], actor[65];
+  pull *pulls;
+  int n, pending;
+} delta_ctx;
+
+static void delta_free(delta_ctx *d) {
+  for (int i = 0; i < d->n; i++) {
+    mw__buf_free(&d->pulls[i].items);
+    mw__buf_free(&d->pulls[i].horizon);
+    mw__buf_free(&d->pulls[i].prev);
+  }
+  free(d->pulls);
+  free(d);
+}
+
+static int apply_consolidate(mw_engine *e, job *j) {
+  delta_ctx *d = (delta_ctx *)j->s;
+  int64_t now = now_ms();
+  for (int i = 0; i < d->n; i++) {
+    pull *p = &d->pulls[i];
+    if (p->rc || !p->horizon.len) continue;
+    int rc = mw__consolidation_put(e->wr, d->tenant, d->actor, p->src.id, p->horizon.p, p->horizon.len, now);
+    if (rc) {
+      snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
+      return rc;
+    }
+  }
+  return 0;
+}
+
+static void done_consolidate(mw_engine *e, job *j, int rc) {
+  delta_ctx *d = (delta_ctx *)j->s;
+  (void)e;
+  if (rc) {
+    answer_error(j->r, rc, j->err, NULL);
+  } else {
+    mw_buf b = {0};
+    mw__buf_addstr(&b, "{\"errors\":[");
+    int ne = 0;
+    for (int i = 0; i < d->n; i++) {
+      pull *p = &d->pulls[i];
+      if (!p->rc) continue;
+      mw__buf_addstr(&b, ne++ ? ",{" : "{");
+      add_str_member(&b, "code", mw_err_code(p->rc), 1);
+      add_str_member(&b, "message", p->error, 0);
+      add_str_member(&b, "source", p->src.id, 0);
+      mw__buf_addc(&b, '}');
+    }
+    mw__buf_addstr(&b, "],\"items\":[");
+    int ni = 0;
+    for (int i = 0; i < d->n; i++) {
+      pull *p = &d->pulls[i];
+      if (p->rc || p->items.len <= 2) continue;   /* "[]" */
+      if (ni++) mw__buf_addc(&b, ',');
+      mw__buf_add(&b, p->items.p + 1, p->items.len - 2);
+    }
+    mw__buf_addstr(&b, "]}");
+    answer(j->r, 200, &b);
+    mw__buf_free(&b);
+  }
+  j->s = NULL;
+  free_job(j);
+  delta_free(d);
+}
+
+static void delta_finish(delta_ctx *d) {
+  job *j = new_job(apply_consolidate, done_consolidate, d->r, (session *)d);
+  if (!j) {
+    answer_error(d->r, MW_ENOMEM, "out of memory", NULL);
+    delta_free(d);
+    return;
+  }
+  submit(d->e, j);
+}
+
+static void pulled(void *ud, mw_pull_res *res) {
+  pull *p = ud;
+  delta_ctx *d = p->d;
+  mw_engine *e = d->e;
+  p->rc = res->rc;
+  if (res->rc) {
+    snprintf(p->error, sizeof p->error, "%s", res->error);
+  } else {
+    mw_tenant *t = mw__map_get(&e->tenants, d->tenant);
+    char err[600];
+    int rc = t ? mw__tenant_policy(t, &p->src, res->items.p, res->items.len, &p->items, err, sizeof err) : MW_EINTERNAL;
+    if (rc) {
+      p->rc = rc == MW_ETIMEOUT ? MW_ETIMEOUT : MW_ESKILL;
+      snprintf(p->error, sizeof p->error, "%s", t ? err : "the tenant is gone");
+    } else {
+      mw__buf_add(&p->horizon, res->horizon.p, res->horizon.len);
+    }
+  }
+  if (--d->pending == 0) delta_finish(d);
+}
+
+/* The delta of (tenant, actor) over one named source, or every source. */
+static void delta_start(mw_engine *e, req *r, const char *tenant, const char *actor, const char *only) {
+  char err[1024];
+  mw_tenant *t;
+  if (get_tenant(e, tenant, &t, err, sizeof err)) {
+    answer_error(r, MW_EINTERNAL, err, NULL);
+    return;
+  }
+  size_t n;
+  const mw_source *srcs = mw__tenant_sources(t, &n);
+  if (only && !mw__tenant_source(t, only)) {
+    answer_error(r, MW_ENOENT, "no such source in the tenant's roster", NULL);
+    return;
+  }
+  delta_ctx *d = calloc(1, sizeof *d);
+  if (d) d->pulls = calloc(n + 1, sizeof *d->pulls);
+  if (!d || !d->pulls) {
+    free(d);
+    answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return;
+  }
+  d->e = e;
+  d->r = r;
+  snprintf(d->tenant, sizeof d->tenant, "%s", tenant);
+  snprintf(d->actor, sizeof d->actor, "%s", actor);
+  for (size_t i = 0; i < n; i++) {
+    if (only && strcmp(srcs[i].id, only)) continue;
+    pull *p = &d->pulls[d->n++];
+    p->src = srcs[i];
+    p->d = d;
+  }
+  if (d->n == 0) {   /* no roster: nothing to pull */
+    d->pending = 0;
+    delta_finish(d);
+    return;
+  }
+  d->pending = d->n;
+  /* start them all; a pull that cannot start is an error entry at once */
+  int count = d->n;
+  for (int i = 0; i < count; i++) {
+    pull *p = &d->pulls[i];
+    mw__consolidation_get(e->rd, tenant, actor, p->src.id, &p->prev);
+    mw_pull_req q = {.home = e->home, .tenant = tenant, .source_id = p->src.id, .locator = p->src.locator,
+                     .horizon = p->prev.len ? p->prev.p : NULL, .deadline_ms = (uint64_t)p->src.deadline_ms,
+                     .roots = (const char *const *)e->roots, .nroots = e->nroots};
+    int rc = mw__pull_start(e->loop, &q, pulled, p);
+    if (rc) {
+      mw_pull_res res = {.rc = rc};
+      snprintf(res.error, sizeof res.error, "source %s: the pull could not start (%s)", p->src.id, mw_strerror(rc));
+      pulled(p, &res);
+    }
+  }
+}
+
+int mw_delta(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
+  mw_buf body = {0};
+  if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
+  session *s = find_session(e, c->tenant, body.p, body.len, r);
+  if (!s) return mw__buf_free(&body), 0;
+  char source[80] = "";
+  int got = opt_string(r, &body, "source", source, sizeof source);
+  mw__buf_free(&body);
+  if (got < 0) return 0;
+  s->last_seen = now_ms();
+  delta_start(e, r, s->tenant, s->actor, got ? source : NULL);
+  return 0;
+}
+
+int mw_actor_delta(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
+  req *r = new_req(e, c, cb, ud, NULL);
+  if (!r) return MW_ENOMEM;
+  if (rate_limited(e, r, c)) return 0;
+  if (need_operator(r, c)) return 0;
+  if (!c->actor || !mw_valid_id(c->actor)) {
+    answer_error(r, MW_EINVAL, "actor_id must be 1-64 of A-Z a-z 0-9 _ . - (not . or ..)", NULL);
+    return 0;
+  }
+  char source[80] = "";
+  int got = 0;
+  if (c->body && c->body_len) {
+    mw_buf body = {0};
+    if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
+    got = opt_string(r, &body, "source", source, sizeof source);
+    mw__buf_free(&body);
+    if (got < 0) return 0;
+  }
+  delta_start(e, r, c->tenant, c->actor, got ? source : NULL);
+  return 0;
 }
 
 /* ---- metrics ------------------------------------------------------------------------ */

@@ -146,6 +146,7 @@ static void handle(void *ud, mw_http_req *req) {
   else if (get && !strcmp(path, "/v1/status")) fn = mw_status, route = "/v1/status";
   else if (post && !strcmp(path, "/v1/navigate")) fn = mw_navigate, route = "/v1/navigate";
   else if (get && !strcmp(path, "/v1/sources")) fn = mw_sources, route = "/v1/sources";
+  else if (post && !strcmp(path, "/v1/delta")) fn = mw_delta, route = "/v1/delta";
   else if (!strncmp(path, "/v1/actors/", 11)) {
     const char *a = path + 11, *slash = strchr(a, '/');
     if (slash) {
@@ -158,6 +159,7 @@ static void handle(void *ud, mw_http_req *req) {
       else if (get && !strcmp(rest, "snapshots")) fn = mw_actor_snapshots, route = "/v1/actors/:id/snapshots";
       else if (post && !strcmp(rest, "replay")) fn = mw_actor_replay, route = "/v1/actors/:id/replay";
       else if (post && !strcmp(rest, "direction")) fn = mw_actor_direction, route = "/v1/actors/:id/direction";
+      else if (post && !strcmp(rest, "delta")) fn = mw_actor_delta, route = "/v1/actors/:id/delta";
       else if (post && !strncmp(rest, "skills/", 7) && !strchr(rest + 7, '/')) {
         int n = segment(rest + 7, strlen(rest + 7), skill, sizeof skill);
         if (n < 0 || (size_t)n != strlen(skill)) snprintf(skill, sizeof skill, "%s", "\x01");

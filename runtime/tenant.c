@@ -708,7 +708,7 @@ static int load_roster(mw_tenant *t, const char *home, const mw_tenant_conf *c, 
           else problem = "subjects are \"mundo\" and/or \"atividade\"";
           lua_pop(L, 1);
         }
-        lua_pop(L, 1);
+        lua_pop(L, 2);   /* the nil that ended the list, and the list */
       } else if (!problem) {
         lua_pop(L, 1);
         problem = "subjects must list \"mundo\" and/or \"atividade\"";
@@ -895,10 +895,32 @@ int mw__tenant_new(const char *name, const mw_tenant_conf *c, mw_tenant **out, c
   }
   t->policies_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   if (c->home) {
-    if ((rc = load_roster(t, c->home, c, err, errlen))) goto fail;
-    if ((rc = load_quotas(t, c->home, err, errlen))) goto fail;
+    /* The tenant's own configuration files: on a reload any error keeps the
+     * old version serving; on a first load a bad file is logged and left out,
+     * so that one broken roster does not stop the tenant's wakes. */
+    if ((rc = load_roster(t, c->home, c, err, errlen)) && !c->strict) {
+      log_load_error(t, "the roster failed to load; no sources are declared", err);
+      free(t->sources);
+      t->sources = NULL;
+      t->nsources = 0;
+      rc = 0;
+    }
+    if (rc) goto fail;
+    if ((rc = load_quotas(t, c->home, err, errlen)) && !c->strict) {
+      log_load_error(t, "quotas.lua failed to load; no quotas apply", err);
+      memset(&t->quotas, 0, sizeof t->quotas);
+      rc = 0;
+    }
+    if (rc) goto fail;
     if ((rc = load_secrets(t, c->home, err, errlen))) goto fail;
-    if ((rc = load_beats(t, c->home, err, errlen))) goto fail;
+    if ((rc = load_beats(t, c->home, err, errlen)) && !c->strict) {
+      log_load_error(t, "heartbeat.lua failed to load; no heartbeats run", err);
+      free(t->beats);
+      t->beats = NULL;
+      t->nbeats = 0;
+      rc = 0;
+    }
+    if (rc) goto fail;
   }
   *out = t;
   return 0;
