@@ -1195,6 +1195,168 @@ static void done_run(mw_engine *e, job *j, int rc) {
   redispatch(e, s);
 }
 
+typedef struct run_wait {
+  mw_engine *e;
+  req *r;
+  session *s;
+  mw_tenant *t;
+  char skill[80];
+  int quiet;
+  mw_buf body;
+  mw_run_in in;
+  mw_run_out out;
+} run_wait;
+
+static void delta_begin(mw_engine *e, const char *tenant, const char *actor, const char *only,
+                        void (*then)(void *ud, int status, const char *body, size_t len), void *ud);
+
+static void run_wait_pull(run_wait *w);
+static int run_finish(mw_engine *e, req *r, session *s, const char *skill, const char *input, size_t input_len,
+                      mw_run_out *out, int rc, int quiet, mw_buf *body);
+
+/* The delta the skill waited for is here: hand it over and go on. */
+static void run_wait_resume(void *ud, int status, const char *json, size_t len) {
+  run_wait *w = ud;
+  mw_buf answer = {0};
+  if (status != 200) {   /* the skill still gets a delta: every source in error */
+    mw__buf_addstr(&answer, "{\"errors\":[{\"code\":\"unavailable\",\"message\":");
+    mw__json_string(&answer, "the delta's consolidation could not be recorded", 48);
+    mw__buf_addstr(&answer, ",\"source\":\"*\"}],\"items\":[]}");
+    json = answer.p;
+    len = answer.len;
+  }
+  int rc = mw__tenant_resume(w->t, &w->in, &w->out, json, len);
+  mw__buf_free(&answer);
+  if (rc == 0 && w->out.pending) {
+    run_wait_pull(w);
+    return;
+  }
+  mw_engine *e = w->e;
+  session *s = w->s;
+  s->busy = 0;
+  int submitted = run_finish(e, w->r, s, w->skill, w->in.input, w->in.input_len, &w->out, rc, w->quiet, &w->body);
+  mw__buf_free(&w->body);
+  free(w);
+  if (!submitted) redispatch(e, s);
+}
+
+static void run_wait_pull(run_wait *w) {
+  delta_begin(w->e, w->s->tenant, w->s->actor, w->out.pending_source[0] ? w->out.pending_source : NULL,
+              run_wait_resume, w);
+}
+
+/* The run's second half, once its skill has finished (at once, or after
+ * waiting in ctx.delta): the guard, then the commit.  Returns 1 when a
+ * commit was submitted (its completion clears the session's busy mark). */
+static int run_finish(mw_engine *e, req *r, session *s, const char *skill, const char *input, size_t input_len,
+                      mw_run_out *out, int rc, int quiet, mw_buf *body) {
+  if (rc == 0 && (!strcmp(s->trigger, "heartbeat") || !strcmp(s->trigger, "skill"))) {
+    /* An internal trigger sleeps with the result's handover, which is written
+     * to the log: the guard refuses one that carries a secret, before any commit. */
+    const char *h;
+    size_t hn;
+    const char *leaked = !mw__jfield(out->result.p, out->result.len, "handover", &h, &hn)
+                             ? mw__tenant_secret_in(s->t, h, hn) : NULL;
+    if (leaked) {
+      char msg[320];
+      snprintf(msg, sizeof msg, "skill %.64s: the handover contains the value of secret '%.64s'; secrets never enter "
+               "the log", skill, leaked);
+      answer_error(r, MW_ESKILL, msg, ",\"traceback\":\"\"");
+      mw__run_out_free(out);
+      mw__buf_free(body);
+      return 0;
+    }
+  }
+  if (rc == 0 && quiet && out->nstaged == 0 && out->ncalls == 0) {
+    /* an idle beat: nothing to commit, nothing written */
+    mw_buf b = {0};
+    mw__buf_addstr(&b, "{\"committed\":0");
+    add_int_member(&b, "cursor", s->cursor, 0);
+    add_latency(&b, r);
+    mw__buf_addstr(&b, ",\"result\":");
+    mw__buf_add(&b, out->result.p, out->result.len);
+    mw__buf_addc(&b, '}');
+    answer(r, 200, &b);
+    mw__buf_free(&b);
+    mw__run_out_free(out);
+    mw__buf_free(body);
+    return 0;
+  }
+  if (rc) {
+    mw__buf_free(body);
+    if (rc == MW_ENOENT) {
+      answer_error(r, MW_ENOENT, out->message, NULL);
+    } else if (rc == MW_ETIMEOUT) {
+      answer_error(r, MW_ETIMEOUT, out->message, NULL);
+    } else {
+      mw_buf extra = {0};
+      mw__buf_addstr(&extra, ",\"traceback\":");
+      if (out->traceback.len) mw__json_string(&extra, out->traceback.p, out->traceback.len);
+      else mw__buf_addstr(&extra, "\"\"");
+      answer_error(r, rc == MW_ENOMEM ? MW_ESKILL : MW_ESKILL,
+                   rc == MW_ENOMEM ? "the tenant's memory cap was reached" : out->message, extra.p);
+      mw__buf_free(&extra);
+    }
+    mw__run_out_free(out);
+    return 0;
+  }
+  job *j = new_job(apply_run, done_run, r, s);
+  size_t n = 1 + out->nstaged;
+  if (j) {
+    j->items = calloc(n, sizeof *j->items);
+    j->bodies = calloc(n, sizeof *j->bodies);
+  }
+  if (!j || !j->items || !j->bodies) {
+    free_job(j);
+    mw__run_out_free(out);
+    mw__buf_free(body);
+    answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return 0;
+  }
+  j->nitems = n;
+  /* the run entry: {"input": ..., "skill": ...} -- keys already in order */
+  mw__buf_addstr(&j->bodies[0], "{\"input\":");
+  mw__buf_add(&j->bodies[0], input, input_len);
+  mw__buf_addstr(&j->bodies[0], ",\"skill\":");
+  mw__json_string(&j->bodies[0], skill, strlen(skill));
+  mw__buf_addc(&j->bodies[0], '}');
+  j->items[0] = (mw_append){"run", j->bodies[0].p, j->bodies[0].len};
+  for (size_t i = 0; i < out->nstaged; i++) {
+    j->bodies[i + 1] = out->staged[i].body;
+    out->staged[i].body = (mw_buf){0};
+    j->items[i + 1] = (mw_append){out->staged[i].kind, j->bodies[i + 1].p, j->bodies[i + 1].len};
+  }
+  /* kinds live in out->staged; keep them alive with the job */
+  static const char *const KIND_RUN = "run";
+  (void)KIND_RUN;
+  j->aux = out->result;
+  out->result = (mw_buf){0};
+  j->calls = out->calls;
+  j->ncalls = out->ncalls;
+  out->calls = NULL;
+  out->ncalls = 0;
+  /* move the kind strings into the job-owned bodies' neighbours: copy them */
+  for (size_t i = 0; i < out->nstaged; i++) {
+    char *k = strdup(out->staged[i].kind);
+    if (!k) {
+      for (size_t q = 0; q < i; q++) free((char *)j->items[q + 1].kind);
+      for (size_t q = i; q < out->nstaged; q++) j->items[q + 1].kind = NULL;
+      free_job(j);
+      mw__run_out_free(out);
+      mw__buf_free(body);
+      answer_error(r, MW_ENOMEM, "out of memory", NULL);
+      return 0;
+    }
+    j->items[i + 1].kind = k;
+  }
+  mw__run_out_free(out);
+  mw__buf_free(body);
+  s->busy = 1;
+  submit(e, j);
+  return 1;
+}
+
+
 int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   req *r = new_req(e, c, cb, ud, &e->h_run);
   if (!r) return MW_ENOMEM;
@@ -1238,109 +1400,29 @@ int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   mw_run_in in = {skill, s->actor, s->id, s->profile, s->cursor, s->state.p, s->state.len, input, input_len};
   mw_run_out out;
   rc = mw__tenant_run(s->t, &in, &out);
-  if (rc == 0 && (!strcmp(s->trigger, "heartbeat") || !strcmp(s->trigger, "skill"))) {
-    /* An internal trigger sleeps with the result's handover, which is written
-     * to the log: the guard refuses one that carries a secret, before any commit. */
-    const char *h;
-    size_t hn;
-    const char *leaked = !mw__jfield(out.result.p, out.result.len, "handover", &h, &hn)
-                             ? mw__tenant_secret_in(s->t, h, hn) : NULL;
-    if (leaked) {
-      char msg[320];
-      snprintf(msg, sizeof msg, "skill %.64s: the handover contains the value of secret '%.64s'; secrets never enter "
-               "the log", skill, leaked);
-      answer_error(r, MW_ESKILL, msg, ",\"traceback\":\"\"");
-      mw__run_out_free(&out);
-      mw__buf_free(&body);
-      return 0;
-    }
-  }
-  if (rc == 0 && c->quiet && out.nstaged == 0 && out.ncalls == 0) {
-    /* an idle beat: nothing to commit, nothing written */
-    mw_buf b = {0};
-    mw__buf_addstr(&b, "{\"committed\":0");
-    add_int_member(&b, "cursor", s->cursor, 0);
-    add_latency(&b, r);
-    mw__buf_addstr(&b, ",\"result\":");
-    mw__buf_add(&b, out.result.p, out.result.len);
-    mw__buf_addc(&b, '}');
-    answer(r, 200, &b);
-    mw__buf_free(&b);
-    mw__run_out_free(&out);
-    mw__buf_free(&body);
-    return 0;
-  }
-  if (rc) {
-    mw__buf_free(&body);
-    if (rc == MW_ENOENT) {
-      answer_error(r, MW_ENOENT, out.message, NULL);
-    } else if (rc == MW_ETIMEOUT) {
-      answer_error(r, MW_ETIMEOUT, out.message, NULL);
-    } else {
-      mw_buf extra = {0};
-      mw__buf_addstr(&extra, ",\"traceback\":");
-      if (out.traceback.len) mw__json_string(&extra, out.traceback.p, out.traceback.len);
-      else mw__buf_addstr(&extra, "\"\"");
-      answer_error(r, rc == MW_ENOMEM ? MW_ESKILL : MW_ESKILL,
-                   rc == MW_ENOMEM ? "the tenant's memory cap was reached" : out.message, extra.p);
-      mw__buf_free(&extra);
-    }
-    mw__run_out_free(&out);
-    return 0;
-  }
-  job *j = new_job(apply_run, done_run, r, s);
-  size_t n = 1 + out.nstaged;
-  if (j) {
-    j->items = calloc(n, sizeof *j->items);
-    j->bodies = calloc(n, sizeof *j->bodies);
-  }
-  if (!j || !j->items || !j->bodies) {
-    free_job(j);
-    mw__run_out_free(&out);
-    mw__buf_free(&body);
-    answer_error(r, MW_ENOMEM, "out of memory", NULL);
-    return 0;
-  }
-  j->nitems = n;
-  /* the run entry: {"input": ..., "skill": ...} -- keys already in order */
-  mw__buf_addstr(&j->bodies[0], "{\"input\":");
-  mw__buf_add(&j->bodies[0], input, input_len);
-  mw__buf_addstr(&j->bodies[0], ",\"skill\":");
-  mw__json_string(&j->bodies[0], skill, strlen(skill));
-  mw__buf_addc(&j->bodies[0], '}');
-  j->items[0] = (mw_append){"run", j->bodies[0].p, j->bodies[0].len};
-  for (size_t i = 0; i < out.nstaged; i++) {
-    j->bodies[i + 1] = out.staged[i].body;
-    out.staged[i].body = (mw_buf){0};
-    j->items[i + 1] = (mw_append){out.staged[i].kind, j->bodies[i + 1].p, j->bodies[i + 1].len};
-  }
-  /* kinds live in out.staged; keep them alive with the job */
-  static const char *const KIND_RUN = "run";
-  (void)KIND_RUN;
-  j->aux = out.result;
-  out.result = (mw_buf){0};
-  j->calls = out.calls;
-  j->ncalls = out.ncalls;
-  out.calls = NULL;
-  out.ncalls = 0;
-  /* move the kind strings into the job-owned bodies' neighbours: copy them */
-  for (size_t i = 0; i < out.nstaged; i++) {
-    char *k = strdup(out.staged[i].kind);
-    if (!k) {
-      for (size_t q = 0; q < i; q++) free((char *)j->items[q + 1].kind);
-      for (size_t q = i; q < out.nstaged; q++) j->items[q + 1].kind = NULL;
-      free_job(j);
+  if (rc == 0 && out.pending) {   /* the skill waits in ctx.delta */
+    run_wait *w = calloc(1, sizeof *w);
+    if (!w) {
       mw__run_out_free(&out);
       mw__buf_free(&body);
       answer_error(r, MW_ENOMEM, "out of memory", NULL);
       return 0;
     }
-    j->items[i + 1].kind = k;
+    w->e = e;
+    w->r = r;
+    w->s = s;
+    w->t = s->t;
+    w->quiet = c->quiet;
+    snprintf(w->skill, sizeof w->skill, "%s", skill);
+    w->body = body;   /* input points into it */
+    w->in = in;
+    w->in.skill = w->skill;
+    w->out = out;
+    s->busy = 1;
+    run_wait_pull(w);
+    return 0;
   }
-  mw__run_out_free(&out);
-  mw__buf_free(&body);
-  s->busy = 1;
-  submit(e, j);
+  run_finish(e, r, s, skill, input, input_len, &out, rc, c->quiet, &body);
   return 0;
 }
 
@@ -2136,6 +2218,8 @@ struct watch {
 static void beats_reconcile(mw_engine *e, const char *tenant, mw_tenant *t);
 static void watch_tenant(mw_engine *e, const char *tenant);
 
+static void reload_cb(uv_timer_t *h);
+
 static reload_status *status_of(mw_engine *e, const char *tenant) {
   reload_status *st = mw__map_get(&e->reloads, tenant);
   if (!st && (st = calloc(1, sizeof *st)) && mw__map_put(&e->reloads, tenant, st)) {
@@ -2148,6 +2232,12 @@ static reload_status *status_of(mw_engine *e, const char *tenant) {
 static void reload_tenant(mw_engine *e, const char *name) {
   mw_tenant *old = mw__map_get(&e->tenants, name), *t;
   if (!old) return;   /* never loaded: it will be built fresh on first use */
+  if (mw__tenant_busy(old)) {
+    /* a run waits in ctx.delta inside the old state: swap once it is done */
+    mw__map_put(&e->reload_due, name, (void *)1);
+    uv_timer_start(&e->reload_timer, reload_cb, 50, 0);
+    return;
+  }
   char err[1024];
   mw_tenant_conf c = {e->scripts, e->skills, e->home, e->o.tenant_mem_limit, e->o.skill_budget,
                       e->o.skill_time_ms, 1, (const char *const *)e->roots, e->nroots};
@@ -2431,7 +2521,8 @@ typedef struct pull {
 
 typedef struct delta_ctx {
   mw_engine *e;
-  req *r;
+  void (*then)(void *ud, int status, const char *body, size_t len);   /* the answer goes here */
+  void *ud;
   char tenant[65], actor[65];
   pull *pulls;
   int n, pending;
@@ -2462,11 +2553,23 @@ static int apply_consolidate(mw_engine *e, job *j) {
   return 0;
 }
 
+/* Answers the delta's continuation with the contract's error shape. */
+static void delta_fail(delta_ctx *d, int code, const char *msg) {
+  mw_buf b = {0};
+  mw__buf_addstr(&b, "{\"error\":{\"code\":");
+  mw__json_string(&b, mw_err_code(code), strlen(mw_err_code(code)));
+  mw__buf_addstr(&b, ",\"message\":");
+  mw__json_string(&b, msg, strlen(msg));
+  mw__buf_addstr(&b, "}}");
+  d->then(d->ud, mw_err_http(code), b.p, b.len);
+  mw__buf_free(&b);
+}
+
 static void done_consolidate(mw_engine *e, job *j, int rc) {
   delta_ctx *d = (delta_ctx *)j->s;
   (void)e;
   if (rc) {
-    answer_error(j->r, rc, j->err, NULL);
+    delta_fail(d, rc, j->err);
   } else {
     mw_buf b = {0};
     mw__buf_addstr(&b, "{\"errors\":[");
@@ -2489,7 +2592,7 @@ static void done_consolidate(mw_engine *e, job *j, int rc) {
       mw__buf_add(&b, p->items.p + 1, p->items.len - 2);
     }
     mw__buf_addstr(&b, "]}");
-    answer(j->r, 200, &b);
+    d->then(d->ud, 200, b.p, b.len);
     mw__buf_free(&b);
   }
   j->s = NULL;
@@ -2498,9 +2601,9 @@ static void done_consolidate(mw_engine *e, job *j, int rc) {
 }
 
 static void delta_finish(delta_ctx *d) {
-  job *j = new_job(apply_consolidate, done_consolidate, d->r, (session *)d);
+  job *j = new_job(apply_consolidate, done_consolidate, NULL, (session *)d);
   if (!j) {
-    answer_error(d->r, MW_ENOMEM, "out of memory", NULL);
+    delta_fail(d, MW_ENOMEM, "out of memory");
     delta_free(d);
     return;
   }
@@ -2528,31 +2631,41 @@ static void pulled(void *ud, mw_pull_res *res) {
   if (--d->pending == 0) delta_finish(d);
 }
 
-/* The delta of (tenant, actor) over one named source, or every source. */
-static void delta_start(mw_engine *e, req *r, const char *tenant, const char *actor, const char *only) {
+/* The delta of (tenant, actor) over one named source, or every source; the
+ * answer (status and JSON body) goes to then(ud, ...), exactly once. */
+static void delta_begin(mw_engine *e, const char *tenant, const char *actor, const char *only,
+                        void (*then)(void *ud, int status, const char *body, size_t len), void *ud) {
   char err[1024];
+  delta_ctx *d = calloc(1, sizeof *d);
+  if (!d) {
+    static const char oom[] = "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+    then(ud, 500, oom, sizeof oom - 1);
+    return;
+  }
+  d->e = e;
+  d->then = then;
+  d->ud = ud;
+  snprintf(d->tenant, sizeof d->tenant, "%s", tenant);
+  snprintf(d->actor, sizeof d->actor, "%s", actor);
   mw_tenant *t;
   if (get_tenant(e, tenant, &t, err, sizeof err)) {
-    answer_error(r, MW_EINTERNAL, err, NULL);
+    delta_fail(d, MW_EINTERNAL, err);
+    delta_free(d);
     return;
   }
   size_t n;
   const mw_source *srcs = mw__tenant_sources(t, &n);
   if (only && !mw__tenant_source(t, only)) {
-    answer_error(r, MW_ENOENT, "no such source in the tenant's roster", NULL);
+    delta_fail(d, MW_ENOENT, "no such source in the tenant's roster");
+    delta_free(d);
     return;
   }
-  delta_ctx *d = calloc(1, sizeof *d);
-  if (d) d->pulls = calloc(n + 1, sizeof *d->pulls);
-  if (!d || !d->pulls) {
-    free(d);
-    answer_error(r, MW_ENOMEM, "out of memory", NULL);
+  d->pulls = calloc(n + 1, sizeof *d->pulls);
+  if (!d->pulls) {
+    delta_fail(d, MW_ENOMEM, "out of memory");
+    delta_free(d);
     return;
   }
-  d->e = e;
-  d->r = r;
-  snprintf(d->tenant, sizeof d->tenant, "%s", tenant);
-  snprintf(d->actor, sizeof d->actor, "%s", actor);
   for (size_t i = 0; i < n; i++) {
     if (only && strcmp(srcs[i].id, only)) continue;
     pull *p = &d->pulls[d->n++];
@@ -2560,7 +2673,6 @@ static void delta_start(mw_engine *e, req *r, const char *tenant, const char *ac
     p->d = d;
   }
   if (d->n == 0) {   /* no roster: nothing to pull */
-    d->pending = 0;
     delta_finish(d);
     return;
   }
@@ -2580,6 +2692,18 @@ static void delta_start(mw_engine *e, req *r, const char *tenant, const char *ac
       pulled(p, &res);
     }
   }
+}
+
+static void delta_to_req(void *ud, int status, const char *body, size_t len) {
+  req *r = ud;
+  mw_buf b = {0};
+  mw__buf_add(&b, body, len);
+  answer(r, status, &b);
+  mw__buf_free(&b);
+}
+
+static void delta_start(mw_engine *e, req *r, const char *tenant, const char *actor, const char *only) {
+  delta_begin(e, tenant, actor, only, delta_to_req, r);
 }
 
 int mw_delta(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {

@@ -36,6 +36,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define DEFAULT_DEADLINE_MS 5000
 #define DEFAULT_MAX_ITEMS 10000
@@ -44,6 +47,7 @@
 #define HEADERS_MAX 65536       /* bytes of HTTP response headers */
 #define STDERR_MAX 4096         /* bytes of git's stderr kept for messages */
 #define HEAD_BYTES 64           /* bytes of a file fingerprinted in its horizon */
+#define CHUNK 65536             /* file: bytes read at a time */
 
 enum { S_FILE, S_DIR, S_GIT, S_HTTP, S_LOG };
 
@@ -127,13 +131,28 @@ static int set_err(pull *p, int rc, const char *fmt, ...) {
 
 static int past_deadline(const pull *p) { return uv_hrtime() >= p->t_end; }
 
-/* Decimal digits of v into b (no NUL); returns the count. */
+/* Decimal digits of v into b (no NUL); returns the count.  Two digits per
+ * division: a file pull formats two numbers a line. */
 static size_t u64dec(char *b, uint64_t v) {
+  static const char D[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                          "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                          "8081828384858687888990919293949596979899";
   char t[24];
-  size_t n = 0;
-  do t[n++] = (char)('0' + v % 10); while (v /= 10);
-  for (size_t i = 0; i < n; i++) b[i] = t[n - 1 - i];
-  return n;
+  size_t n = sizeof t;
+  while (v >= 100) {
+    unsigned r = (unsigned)(v % 100);
+    v /= 100;
+    t[--n] = D[2 * r + 1];
+    t[--n] = D[2 * r];
+  }
+  if (v >= 10) {
+    t[--n] = D[2 * v + 1];
+    t[--n] = D[2 * v];
+  } else {
+    t[--n] = (char)('0' + v);
+  }
+  memcpy(b, t + n, sizeof t - n);
+  return sizeof t - n;
 }
 
 static int add_i64(mw_buf *b, int64_t v) {
@@ -197,23 +216,42 @@ static int add_escape(mw_buf *b, unsigned c) {
   return mw__buf_add(b, u, 6);
 }
 
+/* Index of the first byte at or after i that needs care in a JSON string
+ * (control byte, '"', '\\', or above 0x7F), or n. */
+static inline size_t plain_run(const unsigned char *s, size_t i, size_t n) {
+#ifdef __SSE2__
+  const __m128i sp = _mm_set1_epi8(0x20), q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\');
+  while (i + 16 <= n) {
+    __m128i v = _mm_loadu_si128((const __m128i *)(s + i));
+    /* signed compare: bytes above 0x7F are negative, so "< 0x20" takes them too */
+    __m128i m = _mm_or_si128(_mm_cmplt_epi8(v, sp), _mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, bs)));
+    int mask = _mm_movemask_epi8(m);
+    if (mask) return i + (size_t)__builtin_ctz((unsigned)mask);
+    i += 16;
+  }
+#endif
+  while (i + 8 <= n) {
+    uint64_t x;
+    memcpy(&x, s + i, 8);
+    if (!plain8(x)) break;
+    i += 8;
+  }
+  while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') i++;
+  return i;
+}
+
 /* Appends the canonical JSON string of s[0..n).  Bytes that are not UTF-8
  * become U+FFFD: a line of a file or a git subject need not be UTF-8, the
  * items must be.  If stop_nl, stops at the first '\n' (a "\r\n" ends there
- * too) and stores its index in *nl, or n in *nl when there is none. */
+ * too) and stores its index in *nl, or n in *nl when there is none.  Leaves
+ * room for one more byte and a NUL after the closing quote. */
 static int add_text(mw_buf *b, const char *str, size_t n, int stop_nl, size_t *nl) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0, st = 0;
-  if (mw__buf_reserve(b, (stop_nl ? 256 : n) + 2)) return MW_ENOMEM;
+  if (b->cap - b->len <= 258 && mw__buf_reserve(b, 258)) return MW_ENOMEM;
   b->p[b->len++] = '"';
   for (;;) {
-    while (i + 8 <= n) {
-      uint64_t x;
-      memcpy(&x, s + i, 8);
-      if (!plain8(x)) break;
-      i += 8;
-    }
-    while (i < n && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\') i++;
+    i = plain_run(s, i, n);
     if (i >= n) break;
     unsigned c = s[i];
     if (stop_nl && (c == '\n' || (c == '\r' && i + 1 < n && s[i + 1] == '\n'))) break;
@@ -228,9 +266,15 @@ static int add_text(mw_buf *b, const char *str, size_t n, int stop_nl, size_t *n
     }
     st = i;
   }
-  if (i > st && mw__buf_add(b, s + st, i - st)) return MW_ENOMEM;
+  /* Room for the run, the closing quote, one byte more for the caller and
+   * the NUL. */
+  if (b->cap - b->len <= i - st + 3 && mw__buf_reserve(b, i - st + 3)) return MW_ENOMEM;
+  memcpy(b->p + b->len, s + st, i - st);
+  b->len += i - st;
   if (nl) *nl = i;
-  return mw__buf_addc(b, '"');
+  b->p[b->len++] = '"';
+  b->p[b->len] = '\0';
+  return 0;
 }
 
 static int add_str(mw_buf *b, const char *s) { return add_text(b, s, strlen(s), 0, NULL); }
@@ -451,20 +495,46 @@ static int head_fp(int fd, int64_t upto, char out[17]) {
   return 0;
 }
 
+/* A line's offset as decimal text, moved forward by adding each line's
+ * length digit by digit (cheaper than formatting 10k numbers afresh). */
+typedef struct dec {
+  char d[24];      /* the digits are d[at..24) */
+  int at;
+} dec;
+
+static void dec_set(dec *x, uint64_t v) {
+  char t[24];
+  size_t n = u64dec(t, v);
+  x->at = (int)(sizeof x->d - n);
+  memcpy(x->d + x->at, t, n);
+}
+
+static void dec_add(dec *x, uint64_t a) {
+  unsigned carry = 0;
+  for (int i = (int)sizeof x->d - 1; a || carry; i--, a /= 10) {
+    if (i < x->at) x->d[x->at = i] = '0';
+    unsigned s = (unsigned)(x->d[i] - '0') + (unsigned)(a % 10) + carry;
+    carry = s >= 10;
+    x->d[i] = (char)('0' + (carry ? s - 10 : s));
+  }
+}
+
 /* {"cut"?, "id":"<ino>:<at>", "kind":"line", "offset":at, "text": -- the
  * text is appended by the caller. */
-static int line_prefix(mw_buf *b, int comma, int cut, const char *idp, size_t idn, uint64_t at) {
-  if (mw__buf_reserve(b, 128)) return MW_ENOMEM;
-  char *w = b->p + b->len;
-  size_t k = 0;
+static int line_prefix(mw_buf *b, int comma, int cut, const char *idp, size_t idn, const dec *at) {
+  if (b->cap - b->len <= 160 && mw__buf_reserve(b, 160)) return MW_ENOMEM;
+  /* Fixed-size copies (the room is there), advanced by the real lengths. */
+  char *w = b->p + b->len, d[24];
+  size_t k = 0, dn = sizeof at->d - (size_t)at->at;
+  memcpy(d, at->d + at->at, dn);
   if (comma) w[k++] = ',';
   w[k++] = '{';
   if (cut) memcpy(w + k, "\"cut\":true,", 11), k += 11;
   memcpy(w + k, "\"id\":\"", 6), k += 6;
-  memcpy(w + k, idp, idn), k += idn;
-  k += u64dec(w + k, at);
+  memcpy(w + k, idp, 24), k += idn;
+  memcpy(w + k, d, 24), k += dn;
   memcpy(w + k, "\",\"kind\":\"line\",\"offset\":", 25), k += 25;
-  k += u64dec(w + k, at);
+  memcpy(w + k, d, 24), k += dn;
   memcpy(w + k, ",\"text\":", 8), k += 8;
   b->len += k;
   b->p[b->len] = '\0';
@@ -508,53 +578,84 @@ static void do_file(pull *p) {
   if (ino != (int64_t)st.st_ino || size < off) off = 0;
   else if (off > 0 && want_head[0] && (head_fp(fd, off, head) || strcmp(head, want_head) != 0)) off = 0;
 
+  /* The new bytes are read through a small window that stays in cache (a
+   * line longer than it grows it, up to max_bytes); only the items are big. */
   size_t avail = (size_t)(size - off), take = avail < p->max_bytes ? avail : p->max_bytes;
-  buf = malloc(take ? take : 1);
-  if (!buf) {
-    set_err(p, MW_ENOMEM, "out of memory");
-    goto done;
-  }
-  size_t got = 0;
-  while (got < take) {
-    ssize_t r = pread(fd, buf + got, take - got, (off_t)off + (off_t)got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      set_err(p, MW_EUNAVAIL, "cannot read %.300s: %s", p->path, strerror(errno));
-      goto done;
-    }
-    if (r == 0) break;   /* truncated while we read: take what is there */
-    got += (size_t)r;
-  }
-
-  /* Items in canonical key order: id, kind, offset, text (with "cut" first
-   * for a line longer than max_bytes, returned in pieces). */
+  size_t cap = take < CHUNK ? (take ? take : 1) : CHUNK, have = 0, fed = 0, pos = 0, n = 0;
+  int sized = 0;
+  dec at;
+  dec_set(&at, (uint64_t)off);
+  if (!(buf = malloc(cap))) goto nomem;
   mw_buf *b = &p->items;
   char idp[48];
   size_t idn = u64dec(idp, (uint64_t)st.st_ino);
   idp[idn++] = ':';
-  if (mw__buf_reserve(b, got + got / 2 + 64)) goto nomem;
+  if (mw__buf_reserve(b, (take < CHUNK ? take : CHUNK) * 2 + 64)) goto nomem;
   mw__buf_addc(b, '[');
-  size_t pos = 0, n = 0;
-  while (pos < got && n < p->max_items) {
-    size_t mark = b->len, nl;
-    uint64_t at = (uint64_t)off + pos;
-    if (line_prefix(b, n > 0, 0, idp, idn, at) || add_text(b, buf + pos, got - pos, 1, &nl)) goto nomem;
-    size_t end = pos + nl;
-    if (end >= got) {
-      /* No newline yet: a partial line waits for the next pull, unless it
-       * alone fills max_bytes. */
-      b->len = mark;
-      if (pos > 0 || got < p->max_bytes) break;
-      if (line_prefix(b, n > 0, 1, idp, idn, at) || add_text(b, buf + pos, got - pos, 0, NULL) ||
-          mw__buf_addc(b, '}'))
-        goto nomem;
-      pos = got;
+  /* buf[0..have) holds the file's bytes from off+pos on; fed of take read. */
+  while (n < p->max_items) {
+    int last = 0;
+    if (fed < take && have < cap) {
+      ssize_t r = pread(fd, buf + have, (cap - have < take - fed ? cap - have : take - fed), (off_t)off + (off_t)fed);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) {
+        set_err(p, MW_EUNAVAIL, "cannot read %.300s: %s", p->path, strerror(errno));
+        goto done;
+      }
+      if (r == 0) take = fed;   /* truncated while we read: take what is there */
+      have += (size_t)r;
+      fed += (size_t)r;
+    }
+    last = fed == take;
+    size_t i = 0;
+    while (i < have && n < p->max_items) {
+      size_t mark = b->len, nl;
+      if (line_prefix(b, n > 0, 0, idp, idn, &at) || add_text(b, buf + i, have - i, 1, &nl)) goto nomem;
+      if (i + nl >= have) {
+        b->len = mark;
+        b->p[mark] = '\0';
+        break;
+      }
+      b->p[b->len++] = '}';   /* add_text left room for it */
+      b->p[b->len] = '\0';
+      size_t adv = nl + (buf[i + nl] == '\r' ? 2 : 1);
+      i += adv;
+      pos += adv;
+      dec_add(&at, adv);
       n++;
+    }
+    if (n >= p->max_items) break;
+    /* Size the items from what the first window made of its bytes. */
+    if (!sized && pos && !last) {
+      sized = 1;
+      double ratio = (double)(b->len + 16) / (double)pos;
+      size_t want = (size_t)(ratio * (double)(take - pos) * 1.05) + 256;
+      if (mw__buf_reserve(b, want)) goto nomem;
+    }
+    memmove(buf, buf + i, have - i);
+    have -= i;
+    if (last) {
+      /* No newline after the last full line: a partial line waits for the
+       * next pull, unless it alone fills max_bytes (then it comes cut). */
+      if (have && pos == 0 && take >= p->max_bytes) {
+        if (line_prefix(b, 0, 1, idp, idn, &at) || add_text(b, buf, have, 0, NULL) || mw__buf_addc(b, '}'))
+          goto nomem;
+        pos = have;
+        n++;
+      }
       break;
     }
-    if (mw__buf_addc(b, '}')) goto nomem;
-    pos = end + (buf[end] == '\r' ? 2 : 1);
-    n++;
+    if (have == cap) {
+      size_t ncap = cap * 2 < take ? cap * 2 : take;
+      char *nb = realloc(buf, ncap);
+      if (!nb) goto nomem;
+      buf = nb;
+      cap = ncap;
+    }
+    if ((fed & ((1u << 22) - 1)) < CHUNK && past_deadline(p)) {
+      set_err(p, MW_ETIMEOUT, "deadline passed while reading");
+      goto done;
+    }
   }
   if (mw__buf_addc(b, ']')) goto nomem;
   int64_t noff = off + (int64_t)pos;

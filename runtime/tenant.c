@@ -33,6 +33,8 @@ struct mw_tenant {
   int over;                    /* 1: instructions, 2: time, 3: memory */
   int compose_ref, profiles_ref, skills_ref;
   mw_run_out *run;             /* the run in progress, for ctx.stage */
+  lua_State *run_co;           /* its coroutine */
+  int suspended;               /* runs waiting in ctx.delta: a reload waits for them */
   mw_cortex *cx;               /* NULL: dark */
   char cx_reason[256];
   mw_buf navigated;            /* what the current compose navigated */
@@ -91,10 +93,13 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
   if (!t->over) {
     if (t->used > t->budget) t->over = 1;
     else if (now_ns() > t->deadline_ns) t->over = 2;
-    if (t->over) lua_sethook(L, budget_hook, LUA_MASKCOUNT | LUA_MASKLINE, 1);
   }
-  if (t->over == 1 || t->over == 2)
+  if (t->over == 1 || t->over == 2) {
+    /* on whichever thread is running now (a skill's own coroutines inherit
+     * the hook): from here on every line raises, so no pcall loop survives */
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT | LUA_MASKLINE, 1);
     luaL_error(L, t->over == 1 ? "instruction budget exceeded" : "time budget exceeded");
+  }
 }
 
 static int msgh(lua_State *L) {
@@ -122,6 +127,7 @@ static int tcall(mw_tenant *t, int nargs, int nres) {
   int rc = lua_pcall(L, nargs, nres, base);
   lua_sethook(L, NULL, 0, 0);
   lua_remove(L, base);
+  if (!t->over && now_ns() > t->deadline_ns) t->over = 2;
   int over = t->over;
   t->over = 0;
   if (rc == LUA_OK && !over) return 0;
@@ -284,6 +290,8 @@ static int safe_load(lua_State *L) {
     lua_newtable(L);
     lua_getfield(L, LUA_REGISTRYINDEX, "mw.sandbox");
     lua_setfield(L, -2, "__index");
+    lua_pushboolean(L, 0);   /* hidden: through it, __index would reach the shared globals */
+    lua_setfield(L, -2, "__metatable");
     lua_setmetatable(L, -2);
   }
   lua_setupvalue(L, -2, 1);
@@ -383,6 +391,14 @@ static int open_sandbox(lua_State *L) {
   lua_setglobal(L, "next");
   mw__lua_open_json(L);
   lua_setglobal(L, "json");
+  /* the array/object marks are shared by every skill and by Waking: hidden */
+  static const char *const marks[] = {"mw.array", "mw.object", NULL};
+  for (int i = 0; marks[i]; i++) {
+    luaL_getmetatable(L, marks[i]);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+  }
   lua_newtable(L);
   lua_pushcfunction(L, l_navigate);
   lua_setfield(L, -2, "navigate");
@@ -1233,6 +1249,8 @@ static int ctx_promote(lua_State *L) {
   return 0;
 }
 
+static int ctx_delta(lua_State *L);
+
 typedef struct { mw_tenant *t; const mw_run_in *in; } run_args;
 
 /* [-0, +3] pushes skill.run, ctx and input; runs protected. */
@@ -1254,6 +1272,7 @@ static int push_run(lua_State *L) {
   lua_pushcfunction(L, ctx_fact); lua_setfield(L, -2, "fact");
   lua_pushcfunction(L, ctx_secret); lua_setfield(L, -2, "secret");
   lua_pushcfunction(L, ctx_feedback); lua_setfield(L, -2, "feedback");
+  lua_pushcfunction(L, ctx_delta); lua_setfield(L, -2, "delta");
   lua_pushcfunction(L, ctx_call); lua_setfield(L, -2, "call");
   lua_pushcfunction(L, ctx_promote); lua_setfield(L, -2, "promote");
   lua_getfield(L, LUA_REGISTRYINDEX, "mw.cortex"); lua_setfield(L, -2, "cortex");
@@ -1263,24 +1282,82 @@ static int push_run(lua_State *L) {
   return 3;
 }
 
-int mw__tenant_run(mw_tenant *t, const mw_run_in *in, mw_run_out *o) {
+/* Skills run in a coroutine of their own, so that a host call that waits on
+ * I/O (ctx.delta) yields it and the loop goes on; the engine resumes it from
+ * the libuv callback with the answer.  The budgets apply to each resume. */
+static const char DELTA_MARK[] = "mw.delta";
+
+/* ctx.delta([source]) -> {items = {...}, errors = {...}} */
+static int ctx_delta(lua_State *L) {
+  mw_tenant *t = tenant_of(L);
+  if (!t->run || L != t->run_co)
+    return luaL_error(L, "ctx.delta must be called by the skill itself (not inside a coroutine of its own)");
+  if (!lua_isyieldable(L)) return luaL_error(L, "ctx.delta cannot be called across a C call (a sort comparator, a metamethod)");
+  lua_settop(L, 1);
+  if (!lua_isnil(L, 1) && (lua_type(L, 1) != LUA_TSTRING || !mw_valid_id(lua_tostring(L, 1))))
+    return luaL_error(L, "ctx.delta: source must be a source id");
+  lua_pushlightuserdata(L, (void *)DELTA_MARK);
+  lua_insert(L, 1);
+  return lua_yield(L, 2);
+}
+
+/* [-1, +1] An error object as text: a string, its __tostring, or its type. */
+static int describe_error(lua_State *L) {
+  if (lua_type(L, 1) == LUA_TSTRING) return 1;
+  if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+  lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  return 1;
+}
+
+static void run_failed(mw_run_out *o) {
+  for (size_t i = 0; i < o->nstaged; i++) mw__buf_free(&o->staged[i].body);
+  free(o->staged);
+  o->staged = NULL;
+  o->nstaged = 0;
+  mw__buf_free(&o->result);
+  for (size_t i = 0; i < o->ncalls; i++) mw__buf_free(&o->calls[i].input);
+  free(o->calls);
+  o->calls = NULL;
+  o->ncalls = 0;
+}
+
+/* Resumes the run's coroutine with nargs values on its stack. */
+static int run_step(mw_tenant *t, const mw_run_in *in, mw_run_out *o, int nargs) {
   lua_State *L = t->L;
-  int top = lua_gettop(L);
-  memset(o, 0, sizeof *o);
-  if (!mw__tenant_has_skill(t, in->skill)) {
-    snprintf(o->message, sizeof o->message, "no skill \"%s\"", in->skill);
-    return o->rc = MW_ENOENT;
-  }
-  run_args a = {t, in};
-  lua_pushcfunction(L, push_run);
-  lua_pushlightuserdata(L, &a);
-  int rc = tcall(t, 1, 3);
-  if (!rc) {
-    t->run = o;
-    rc = tcall(t, 2, 1);
-    t->run = NULL;
-  }
-  if (!rc) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, o->co_ref);
+  lua_State *co = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  int nres = 0;
+  t->used = 0;
+  t->over = 0;
+  t->deadline_ns = now_ns() + t->time_ns;
+  t->run = o;
+  t->run_co = co;
+  lua_sethook(co, budget_hook, LUA_MASKCOUNT, HOOK_EVERY);
+  int st = lua_resume(co, L, nargs, &nres);
+  lua_sethook(co, NULL, 0, 0);
+  t->run = NULL;
+  t->run_co = NULL;
+  /* one long C call (a pattern within the bounds) returns past the deadline
+   * without a hook firing: the budget stands all the same */
+  if (!t->over && st != LUA_YIELD && now_ns() > t->deadline_ns) t->over = 2;
+  int over = t->over, rc = 0;
+  t->over = 0;
+  o->pending = 0;
+  if (st == LUA_YIELD && !over) {
+    if (nres == 2 && lua_touserdata(co, -2) == DELTA_MARK) {
+      o->pending = 1;
+      snprintf(o->pending_source, sizeof o->pending_source, "%s", lua_isstring(co, -1) ? lua_tostring(co, -1) : "");
+      lua_pop(co, nres);
+      return 0;
+    }
+    lua_pop(co, nres);
+    snprintf(o->message, sizeof o->message, "skill %.64s yielded outside a host call (only ctx.delta may wait)", in->skill);
+    rc = MW_ESKILL;
+  } else if (st == LUA_OK && !over) {
+    if (nres == 0) lua_pushnil(co);
+    else if (nres > 1) lua_pop(co, nres - 1);
+    lua_xmove(co, L, 1);
     rc = encode_pop(t, &o->result, o->message, sizeof o->message);
     if (rc == MW_EJSON) {
       char m[sizeof o->message];
@@ -1289,28 +1366,82 @@ int mw__tenant_run(mw_tenant *t, const mw_run_in *in, mw_run_out *o) {
       rc = MW_ESKILL;
     }
   } else {
-    const char *msg = lua_tostring(L, -1);
-    msg = msg ? msg : "(no message)";
-    const char *tb = strstr(msg, "\nstack traceback:");
-    size_t mlen = tb ? (size_t)(tb - msg) : strlen(msg);
-    snprintf(o->message, sizeof o->message, "%.*s", (int)(mlen < sizeof o->message ? mlen : sizeof o->message - 1), msg);
-    if (tb) mw__buf_addstr(&o->traceback, tb + 1);
+    rc = over == 1 || over == 2 ? MW_ETIMEOUT : over == 3 || st == LUA_ERRMEM ? MW_ENOMEM : MW_ESKILL;
+    const char *msg = NULL;
+    if (st != LUA_OK && st != LUA_YIELD) {
+      /* the error object may be anything, its __tostring may raise: describe it protected */
+      lua_pushcfunction(L, describe_error);
+      lua_xmove(co, L, 1);
+      if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING)
+        snprintf(o->message, sizeof o->message, "%s", lua_tostring(L, -1));
+      else
+        snprintf(o->message, sizeof o->message, "(an error object that cannot be described)");
+      lua_pop(L, 1);
+      msg = o->message;
+    }
+    if (!msg) msg = over == 3 ? "not enough memory" : "budget exceeded";
+    if (rc == MW_ETIMEOUT && !strstr(msg, "budget")) msg = over == 1 ? "instruction budget exceeded" : "time budget exceeded";
+    if (msg != o->message) snprintf(o->message, sizeof o->message, "%s", msg);
+    luaL_traceback(L, co, NULL, 0);
+    mw__buf_addstr(&o->traceback, lua_tostring(L, -1) ? lua_tostring(L, -1) : "");
+    lua_pop(L, 1);
   }
-  lua_settop(L, top);
+  luaL_unref(L, LUA_REGISTRYINDEX, o->co_ref);
+  o->co_ref = LUA_NOREF;
+  t->suspended--;
   lua_gc(L, LUA_GCSTEP, 0);
-  if (rc) {
-    for (size_t i = 0; i < o->nstaged; i++) mw__buf_free(&o->staged[i].body);
-    free(o->staged);
-    o->staged = NULL;
-    o->nstaged = 0;
-    mw__buf_free(&o->result);
-    for (size_t i = 0; i < o->ncalls; i++) mw__buf_free(&o->calls[i].input);
-    free(o->calls);
-    o->calls = NULL;
-    o->ncalls = 0;
-  }
+  if (rc) run_failed(o);
   return o->rc = rc;
 }
+
+int mw__tenant_run(mw_tenant *t, const mw_run_in *in, mw_run_out *o) {
+  lua_State *L = t->L;
+  int top = lua_gettop(L);
+  memset(o, 0, sizeof *o);
+  o->co_ref = LUA_NOREF;
+  if (!mw__tenant_has_skill(t, in->skill)) {
+    snprintf(o->message, sizeof o->message, "no skill \"%s\"", in->skill);
+    return o->rc = MW_ENOENT;
+  }
+  run_args a = {t, in};
+  lua_pushcfunction(L, push_run);
+  lua_pushlightuserdata(L, &a);
+  int rc = tcall(t, 1, 3);
+  if (rc) {
+    snprintf(o->message, sizeof o->message, "%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "(no message)");
+    lua_settop(L, top);
+    run_failed(o);
+    return o->rc = rc;
+  }
+  lua_State *co = lua_newthread(L);   /* [run ctx input co] */
+  lua_insert(L, -4);
+  lua_xmove(L, co, 3);
+  o->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  t->suspended++;
+  lua_settop(L, top);
+  return run_step(t, in, o, 2);
+}
+
+int mw__tenant_resume(mw_tenant *t, const mw_run_in *in, mw_run_out *o, const char *json, size_t len) {
+  lua_State *L = t->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, o->co_ref);
+  lua_State *co = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  char err[256];
+  if (!co || !lua_checkstack(co, 4) || mw__ljson_decode(co, json, len, err, sizeof err)) {
+    /* cannot hand the answer over: end the run as failed */
+    if (co) lua_pushnil(co);
+    snprintf(o->message, sizeof o->message, "ctx.delta: the answer could not be given to the skill");
+    luaL_unref(L, LUA_REGISTRYINDEX, o->co_ref);
+    o->co_ref = LUA_NOREF;
+    t->suspended--;
+    run_failed(o);
+    return o->rc = MW_ESKILL;
+  }
+  return run_step(t, in, o, 1);
+}
+
+int mw__tenant_busy(const mw_tenant *t) { return t->suspended > 0; }
 
 void mw__run_out_free(mw_run_out *o) {
   for (size_t i = 0; i < o->ncalls; i++) mw__buf_free(&o->calls[i].input);

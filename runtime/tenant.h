@@ -90,6 +90,9 @@ typedef struct mw_enqueued {
 } mw_enqueued;
 
 typedef struct mw_run_out {
+  int pending;                 /* the skill waits in ctx.delta: pull, then mw__tenant_resume */
+  char pending_source[65];     /* the source it asked for, "" for every source */
+  int co_ref;                  /* its coroutine, while it runs or waits */
   mw_enqueued *calls;
   size_t ncalls;
   int rc;                      /* 0, MW_ESKILL, MW_ETIMEOUT, MW_ENOENT, MW_ENOMEM */
@@ -101,6 +104,11 @@ typedef struct mw_run_out {
 } mw_run_out;
 
 int mw__tenant_run(mw_tenant *t, const mw_run_in *in, mw_run_out *out);
+/* Resumes a run that waits in ctx.delta with the delta's answer (JSON);
+ * the run may wait again (out->pending) or finish like mw__tenant_run. */
+int mw__tenant_resume(mw_tenant *t, const mw_run_in *in, mw_run_out *out, const char *json, size_t len);
+/* 1 while a run of this tenant waits in a host call (its state must live). */
+int mw__tenant_busy(const mw_tenant *t);
 /* The name of a secret whose value appears in p[0..n) (as is or JSON-escaped), or NULL. */
 const char *mw__tenant_secret_in(mw_tenant *t, const char *p, size_t n);
 
