@@ -132,6 +132,7 @@ typedef struct mw_append {
   const char *kind;                  /* an id (mw_valid_id) */
   const char *body;                  /* any JSON text; stored canonical */
   size_t body_len;
+  int canonical;                     /* 1: the caller made body canonical itself (skips a pass) */
 } mw_append;
 
 #define MW_ANY (-1)                  /* expect: append wherever the head is */

@@ -1320,11 +1320,11 @@ static int run_finish(mw_engine *e, req *r, session *s, const char *skill, const
   mw__buf_addstr(&j->bodies[0], ",\"skill\":");
   mw__json_string(&j->bodies[0], skill, strlen(skill));
   mw__buf_addc(&j->bodies[0], '}');
-  j->items[0] = (mw_append){"run", j->bodies[0].p, j->bodies[0].len};
+  j->items[0] = (mw_append){"run", j->bodies[0].p, j->bodies[0].len, 1};
   for (size_t i = 0; i < out->nstaged; i++) {
     j->bodies[i + 1] = out->staged[i].body;
     out->staged[i].body = (mw_buf){0};
-    j->items[i + 1] = (mw_append){out->staged[i].kind, j->bodies[i + 1].p, j->bodies[i + 1].len};
+    j->items[i + 1] = (mw_append){out->staged[i].kind, j->bodies[i + 1].p, j->bodies[i + 1].len, 1};
   }
   /* kinds live in out->staged; keep them alive with the job */
   static const char *const KIND_RUN = "run";
@@ -1523,7 +1523,7 @@ static int start_sleep(mw_engine *e, session *s, req *r, const char *handover, s
     mw__buf_addstr(&j->bodies[0], ",\"reason\":");
     mw__json_string(&j->bodies[0], reason, strlen(reason));
     mw__buf_addc(&j->bodies[0], '}');
-    j->items[0] = (mw_append){"handover", j->bodies[0].p, j->bodies[0].len};
+    j->items[0] = (mw_append){"handover", j->bodies[0].p, j->bodies[0].len, 1};
   }
   s->busy = 1;
   submit(e, j);
@@ -1973,7 +1973,7 @@ int mw_actor_direction(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud)
   mw__buf_addstr(&j->bodies[0], "{\"by\":\"operator\",\"direction\":");
   mw__buf_add(&j->bodies[0], v, vn);
   mw__buf_addc(&j->bodies[0], '}');
-  j->items[0] = (mw_append){"direction", j->bodies[0].p, j->bodies[0].len};
+  j->items[0] = (mw_append){"direction", j->bodies[0].p, j->bodies[0].len, 1};
   mw__buf_free(&body);
   submit(e, j);
   return 0;

@@ -321,7 +321,7 @@ static int log_append(lua_State *L) {
     mw__buf_free(&b);
     return failure(L, rc, err);
   }
-  mw_append it = {kind, b.p, b.len};
+  mw_append it = {kind, b.p, b.len, 1};   /* arg_json made it canonical */
   int nres = do_append(L, s, g, &it, 1, expect);
   mw__buf_free(&b);
   return nres;
@@ -357,6 +357,7 @@ static int log_append_batch(lua_State *L) {
       } else if ((rc = arg_json(L, lua_gettop(L), &bufs[i], err, sizeof err)) == 0) {
         items[i].body = bufs[i].p;
         items[i].body_len = bufs[i].len;
+        items[i].canonical = 1;
       }
       lua_pop(L, 2);
     }

@@ -34,7 +34,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -112,6 +111,15 @@ typedef struct pull {
 
 /* ---- small helpers -------------------------------------------------------- */
 
+#if defined(__GNUC__)
+#define PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PRINTF(f, a)
+#endif
+
+static int ferr(char *err, size_t n, const char *fmt, ...) PRINTF(3, 4);
+static int set_err(struct pull *p, int rc, const char *fmt, ...) PRINTF(3, 4);
+
 static int ferr(char *err, size_t n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -132,7 +140,7 @@ static int set_err(pull *p, int rc, const char *fmt, ...) {
 static int past_deadline(const pull *p) { return uv_hrtime() >= p->t_end; }
 
 /* Decimal digits of v into b (no NUL); returns the count.  Two digits per
- * division: a file pull formats two numbers a line. */
+ * division. */
 static size_t u64dec(char *b, uint64_t v) {
   static const char D[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
                           "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
@@ -652,7 +660,7 @@ static void do_file(pull *p) {
       buf = nb;
       cap = ncap;
     }
-    if ((fed & ((1u << 22) - 1)) < CHUNK && past_deadline(p)) {
+    if (past_deadline(p)) {   /* one clock read a window: the pool thread goes back early */
       set_err(p, MW_ETIMEOUT, "deadline passed while reading");
       goto done;
     }
@@ -1717,6 +1725,7 @@ done:
 
 /* ---- http: on the loop ---------------------------------------------------- */
 
+static void http_fail(pull *p, int rc, const char *fmt, ...) PRINTF(3, 4);
 static void http_fail(pull *p, int rc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -2036,6 +2045,9 @@ int mw__pull_start(uv_loop_t *loop, const mw_pull_req *req, mw_pull_cb cb, void 
   }
   p->starting = 0;
   if (p->rc) p->early = 1;   /* finish cancels whatever did start */
+  /* The loop's clock is cached: after a long callback (or when called
+   * outside uv_run) it is stale, and the deadline would be cut short. */
+  uv_update_time(loop);
   uv_timer_start(&p->timer, on_deadline, p->early ? 0 : p->deadline_ms, 0);
   return 0;
 }

@@ -549,16 +549,22 @@ int mw_log_append(mw_store *s, int64_t stream, const mw_append *items, size_t n,
   sqlite3_stmt *ins = Q(s, Q_INSERT);
   if (!ins) { rc = dbfail(s, sqlite3_errcode(s->db)); goto out; }
   for (size_t i = 0; i < n; i++) {
-    s->canon.len = 0;
-    rc = mw__json_canon(items[i].body, items[i].body_len, &s->canon, jerr, sizeof jerr);
-    if (rc) {
-      snprintf(s->err, sizeof s->err, "entry %zu body: %s", i + 1, jerr);
-      goto out;
+    const char *body = items[i].body;
+    size_t body_len = items[i].body_len;
+    if (!items[i].canonical) {
+      s->canon.len = 0;
+      rc = mw__json_canon(body, body_len, &s->canon, jerr, sizeof jerr);
+      if (rc) {
+        snprintf(s->err, sizeof s->err, "entry %zu body: %s", i + 1, jerr);
+        goto out;
+      }
+      body = s->canon.p;
+      body_len = s->canon.len;
     }
     size_t klen = strlen(items[i].kind);
     cursor++;
-    if (mw__chain_entry(s->chain, prev, cursor, ts, items[i].kind, klen, s->canon.p,
-                        s->canon.len, hash)) {
+    if (mw__chain_entry(s->chain, prev, cursor, ts, items[i].kind, klen, body,
+                        body_len, hash)) {
       rc = fail(s, MW_ENOMEM, "out of memory hashing an entry%s", NULL);
       goto out;
     }
@@ -567,7 +573,7 @@ int mw_log_append(mw_store *s, int64_t stream, const mw_append *items, size_t n,
     sqlite3_bind_int64(ins, 2, cursor);
     sqlite3_bind_int64(ins, 3, ts);
     sqlite3_bind_text(ins, 4, items[i].kind, (int)klen, SQLITE_STATIC);
-    sqlite3_bind_text(ins, 5, s->canon.p, (int)s->canon.len, SQLITE_STATIC);
+    sqlite3_bind_text(ins, 5, body, (int)body_len, SQLITE_STATIC);
     sqlite3_bind_blob(ins, 6, prev, 32, SQLITE_STATIC);
     sqlite3_bind_blob(ins, 7, hash, 32, SQLITE_STATIC);
     int src = sqlite3_step(ins);
