@@ -574,6 +574,10 @@ static void t_neighbours(void) {
   report(a && s && !strcmp(a, s) && count(s, "\"key\":") == 201 && count(s, "\"rel\":\"likes\"") == 0,
          "a relation filter gives the same bytes whatever its order or repeats", s);
   free(a);
+  hn.limit = 40;
+  s = nav(c, &hn, &rc);
+  report(s && count(s, "\"key\":") == 40 && count(s, "\"from\":") == 39 && count(s, "\"rel\":\"likes\"") == 0,
+         "relation filter and limit together", s);
   mw_nav hp = {.from = "s001", .to = "s299"};
   s = nav(c, &hp, &rc);
   report(s && count(s, "\"key\":") == 3 && before(s, "\"key\":\"s001\"", "\"key\":\"hub\"") &&
