@@ -20,12 +20,13 @@ LDLIBS   += $(PKG_LIBS) -lm
 SCRIPTS_DIR ?= $(CURDIR)/scripts
 SKILLS_DIR  ?= $(CURDIR)/skills
 
-# The core: storage (no Lua, no libuv) and the Lua-facing engine pieces.
+# Three layers: storage (SQLite; no Lua, no libuv), the engine (Lua and
+# libuv: folds, tenants, sources, the lifecycle, HTTP framing), the host (CLI).
 CORE_SRC := runtime/buf.c runtime/errors.c runtime/chain.c runtime/json.c runtime/store.c \
             runtime/sessions.c runtime/jfield.c runtime/map.c runtime/corpus.c \
-            runtime/cortex.c runtime/facts.c runtime/sources.c
+            runtime/cortex.c runtime/facts.c
 LUA_SRC  := runtime/ljson.c runtime/fold.c runtime/hydrate.c runtime/lmw.c runtime/tenant.c \
-            runtime/engine.c runtime/http.c
+            runtime/sources.c runtime/engine.c runtime/http.c
 HOST_SRC := runtime/cli.c runtime/server.c runtime/main.c
 
 OBJ      := $(BUILD)/obj
@@ -93,13 +94,21 @@ bench: all
 demo: all
 	@MW_SCRIPTS=$(CURDIR)/scripts $(LUA) examples/demo.lua
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/mw/scripts \
-	  $(DESTDIR)$(PREFIX)/lib/lua/5.4
-	install -m 755 $(BUILD)/mw $(DESTDIR)$(PREFIX)/bin/mw
-	install -m 644 $(BUILD)/mw.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/mw.so
+# An installed host finds its scripts and skills under PREFIX/share/mw: it is
+# built apart with those paths.  Embedders get libmw.a and include/mw.h.
+INSTALL_BUILD := build/install
+install:
+	$(MAKE) BUILD=$(INSTALL_BUILD) SCRIPTS_DIR=$(PREFIX)/share/mw/scripts SKILLS_DIR=$(PREFIX)/share/mw/skills all
+	ar rcs $(INSTALL_BUILD)/libmw.a $(patsubst $(BUILD)/%,$(INSTALL_BUILD)/%,$(CORE_OBJ) $(LUA_OBJ))
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib \
+	  $(DESTDIR)$(PREFIX)/share/mw/scripts/policies $(DESTDIR)$(PREFIX)/share/mw/skills $(DESTDIR)$(PREFIX)/lib/lua/5.4
+	install -m 755 $(INSTALL_BUILD)/mw $(DESTDIR)$(PREFIX)/bin/mw
+	install -m 644 $(INSTALL_BUILD)/mw.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/mw.so
+	install -m 644 $(INSTALL_BUILD)/libmw.a $(DESTDIR)$(PREFIX)/lib/libmw.a
 	install -m 644 include/mw.h $(DESTDIR)$(PREFIX)/include/mw.h
 	install -m 644 scripts/*.lua $(DESTDIR)$(PREFIX)/share/mw/scripts/
+	install -m 644 scripts/policies/*.lua $(DESTDIR)$(PREFIX)/share/mw/scripts/policies/
+	install -m 644 skills/*.lua $(DESTDIR)$(PREFIX)/share/mw/skills/
 
 clean:
 	rm -rf build

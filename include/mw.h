@@ -59,7 +59,14 @@ int mw_err_http(int err);            /* 400 */
 /* ---- Store: the home, its log streams and snapshots --------------------- */
 
 typedef struct mw_store mw_store;    /* one open home database */
-struct mw_buf;
+
+/* A growable byte buffer: functions that produce bytes append to one.  Start
+ * it zeroed; free it with mw_buf_free. */
+typedef struct mw_buf {
+  char *p;
+  size_t len, cap;
+} mw_buf;
+void mw_buf_free(mw_buf *b);
 
 typedef struct mw_entry {
   int64_t cursor;                    /* 1-based */

@@ -35,3 +35,5 @@ void mw__buf_free(mw_buf *b) {
   b->p = NULL;
   b->len = b->cap = 0;
 }
+
+void mw_buf_free(mw_buf *b) { mw__buf_free(b); }

@@ -4,10 +4,7 @@
 #define MW_BUF_H
 #include <stddef.h>
 
-typedef struct mw_buf {
-  char *p;
-  size_t len, cap;
-} mw_buf;
+#include "mw.h"   /* mw_buf itself is public */
 
 int mw__buf_reserve(mw_buf *b, size_t extra);          /* 0 or MW_ENOMEM */
 int mw__buf_add(mw_buf *b, const void *p, size_t n);   /* 0 or MW_ENOMEM */

@@ -287,10 +287,10 @@ static const char REPLAY_HELP[] =
   "Prints the actor's state at cursor N, folded by the current fold, as\n"
   "canonical JSON on stdout: the same bytes every time for the same N and fold.\n";
 
+/* The fold the host runs: $MW_SCRIPTS/fold.lua, else the installed scripts' --
+ * the same lookup as `mw serve`, so both replay under the same fold. */
 int mw__cli_fold_path(const char *home, char *out, size_t n) {
-  struct stat st;
-  snprintf(out, n, "%s/scripts/fold.lua", home);
-  if (stat(out, &st) == 0) return 0;
+  (void)home;
   const char *dir = getenv("MW_SCRIPTS");
   snprintf(out, n, "%s/fold.lua", dir && *dir ? dir : MW_SCRIPTS_DIR);
   return 0;

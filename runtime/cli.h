@@ -7,7 +7,7 @@ int mw__cli_main(int argc, char **argv);
 int mw__serve_main(int argc, char **argv);   /* server.c */
 /* Takes HOME/serve.lock (held while serving); the fd, or -1 with a message. */
 int mw__cli_lock_home(const char *home, const char *cmd);
-/* Where the fold script of a home is: HOME/scripts/fold.lua if present, else
- * $MW_SCRIPTS/fold.lua, else the installed scripts directory. */
+/* Where the fold is: $MW_SCRIPTS/fold.lua, else the installed scripts
+ * directory (the lookup `mw serve` makes too). */
 int mw__cli_fold_path(const char *home, char *out, size_t n);
 #endif

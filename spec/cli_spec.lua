@@ -375,9 +375,10 @@ describe("mw", function()
       assert.is_truthy(out:find('"input":{"files":[],"opts":{}}', 1, true), out)
     end)
 
-    it("uses HOME/scripts/fold.lua when the home has one", function()
+    it("uses the fold in MW_SCRIPTS, as the host does", function()
       H.write_fold("return function(s, e) s.n = (s.n or 0) + 1 return s end", path)
-      local code, out = replay(2)
+      local code, out = H.mw("replay --home " .. H.q(path) .. " --tenant acme --actor arc --to 2",
+                             { MW_SCRIPTS = path .. "/scripts" })
       assert.are.equal(0, code)
       assert.are.equal('{"n":2}\n', out)
     end)
@@ -405,7 +406,8 @@ describe("mw", function()
 
     it("a fold that fails exits 1 with its message", function()
       H.write_fold("return function(s, e) error('fold says no') end", path)
-      local code, out, err = replay(1)
+      local code, out, err = H.mw("replay --home " .. H.q(path) .. " --tenant acme --actor arc --to 1",
+                                  { MW_SCRIPTS = path .. "/scripts" })
       assert.are.equal(1, code)
       assert.are.equal("", out)
       assert.is_truthy(err:find("fold says no", 1, true), err)

@@ -130,12 +130,13 @@ describe("snapshots and hydrate", function()
       assert(log:append("tick", body))
     end
     local last = log:head()
-    H.write_fold(ORDER_FOLD, path)   -- HOME/scripts/fold.lua: what the CLI uses
+    H.write_fold(ORDER_FOLD, path)   -- HOME/scripts/fold.lua, named to the CLI by MW_SCRIPTS
     local f = assert(home:fold(path .. "/scripts/fold.lua"))
     for _, n in ipairs({ 3, last }) do
       local args = string.format("replay --home %s --tenant acme --actor arc --to %d", H.q(path), n)
-      local c1, out1, err1 = H.mw(args)
-      local c2, out2 = H.mw(args)
+      local env = { MW_SCRIPTS = path .. "/scripts" }
+      local c1, out1, err1 = H.mw(args, env)
+      local c2, out2 = H.mw(args, env)
       assert.are.equal(0, c1, err1)
       assert.are.equal(0, c2)
       assert.are.equal(out1, out2)
