@@ -52,7 +52,7 @@ struct mw_tenant {
 #define MAX_SECRET_BYTES (64 * 1024)
 #define MAX_PATTERN_SUBJECT (1 << 20)
 #define MAX_PATTERN_LEN 512
-#define MAX_PATTERN_QUANTIFIERS 12
+#define MAX_PATTERN_STEPS 5e7
 #define MAX_REP_BYTES (16u << 20)
 
 static uint64_t now_ns(void) {
@@ -237,18 +237,43 @@ const char *mw__tenant_navigated(mw_tenant *t, size_t *len) {
  * Count hooks never fire inside one C call, so the string functions that can
  * run long in one call are bounded by size instead. */
 
+/* Counts the quantified items of a Lua pattern (*, +, -, ? after a single
+ * character class); '-' inside a set is a range, not a quantifier. */
+static int quantifiers(const char *p, size_t n) {
+  int q = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (p[i] == '%') {
+      i++;
+    } else if (p[i] == '[') {   /* a set: skip to its closing bracket */
+      size_t j = i + 1;
+      if (j < n && p[j] == '^') j++;
+      if (j < n && p[j] == ']') j++;
+      while (j < n && p[j] != ']') j += p[j] == '%' ? 2 : 1;
+      i = j;
+    } else if ((p[i] == '*' || p[i] == '+' || p[i] == '-' || p[i] == '?') && i > 0) {
+      q++;
+    }
+  }
+  return q;
+}
+
+/* Lua's matcher backtracks: with q quantified items a match tries up to
+ * n^q ways at each of n start positions (one, when anchored with ^).  The
+ * call is refused when that worst case passes MAX_PATTERN_STEPS, so one call
+ * stays well under a second; a plain search (no quantifier) is linear. */
 static int pattern_guard(lua_State *L, int fn_upvalue) {
   size_t sn, pn;
   luaL_checklstring(L, 1, &sn);
   const char *p = luaL_checklstring(L, 2, &pn);
   if (sn > MAX_PATTERN_SUBJECT) return luaL_error(L, "pattern subject over %d bytes", MAX_PATTERN_SUBJECT);
   if (pn > MAX_PATTERN_LEN) return luaL_error(L, "pattern over %d bytes", MAX_PATTERN_LEN);
-  int q = 0;
-  for (size_t i = 0; i < pn; i++) {
-    if (p[i] == '%') { i++; continue; }
-    if (p[i] == '*' || p[i] == '+' || p[i] == '-' || p[i] == '?') q++;
-  }
-  if (q > MAX_PATTERN_QUANTIFIERS) return luaL_error(L, "pattern with more than %d quantifiers", MAX_PATTERN_QUANTIFIERS);
+  int q = quantifiers(p, pn);
+  int anchored = pn > 0 && p[0] == '^';
+  double cost = 1, n = sn > 1 ? (double)sn : 1;
+  for (int i = 0; i < q + !anchored && cost <= MAX_PATTERN_STEPS; i++) cost *= n;
+  if (q > 0 && cost > MAX_PATTERN_STEPS)
+    return luaL_error(L, "pattern with %d quantified items over a %d-byte subject could backtrack past 5e7 steps; "
+                         "use a shorter subject or a simpler pattern", q, (int)sn);
   lua_pushvalue(L, lua_upvalueindex(fn_upvalue));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
