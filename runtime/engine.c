@@ -1195,6 +1195,27 @@ static void done_run(mw_engine *e, job *j, int rc) {
   redispatch(e, s);
 }
 
+/* The opening every in-session call shares: take the call, check the rate,
+ * canonicalise the body, find the session; when the session is busy the call
+ * is queued behind (fn re-enters with it later).  Returns the session with
+ * *body filled, or NULL when the call was answered or queued (*r set) or could
+ * not be taken (*r NULL: out of memory). */
+static session *session_call(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, hist *h, mw_call_fn fn,
+                             req **rout, mw_buf *body) {
+  req *r = *rout = new_req(e, c, cb, ud, h);
+  if (!r) return NULL;
+  if (rate_limited(e, r, c)) return NULL;
+  if (parse_body(r, c, body)) return mw__buf_free(body), NULL;
+  session *s = find_session(e, c->tenant, body->p, body->len, r);
+  if (!s) return mw__buf_free(body), NULL;
+  if (s->busy) {
+    mw__buf_free(body);
+    if (defer(s, r, fn, c)) answer_error(r, MW_ENOMEM, "out of memory", NULL);
+    return NULL;
+  }
+  return s;
+}
+
 typedef struct run_wait {
   mw_engine *e;
   req *r;
@@ -1358,18 +1379,10 @@ static int run_finish(mw_engine *e, req *r, session *s, const char *skill, const
 
 
 int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
-  req *r = new_req(e, c, cb, ud, &e->h_run);
-  if (!r) return MW_ENOMEM;
-  if (rate_limited(e, r, c)) return 0;
+  req *r;
   mw_buf body = {0};
-  if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
-  session *s = find_session(e, c->tenant, body.p, body.len, r);
-  if (!s) return mw__buf_free(&body), 0;
-  if (s->busy) {
-    mw__buf_free(&body);
-    if (defer(s, r, mw_run, c)) answer_error(r, MW_ENOMEM, "out of memory", NULL);
-    return 0;
-  }
+  session *s = session_call(e, c, cb, ud, &e->h_run, mw_run, &r, &body);
+  if (!s) return r ? 0 : MW_ENOMEM;
   char skill[80] = "";
   const char *input = "null";
   size_t input_len = 4;
@@ -1531,18 +1544,10 @@ static int start_sleep(mw_engine *e, session *s, req *r, const char *handover, s
 }
 
 int mw_sleep(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
-  req *r = new_req(e, c, cb, ud, &e->h_sleep);
-  if (!r) return MW_ENOMEM;
-  if (rate_limited(e, r, c)) return 0;
+  req *r;
   mw_buf body = {0};
-  if (parse_body(r, c, &body)) return mw__buf_free(&body), 0;
-  session *s = find_session(e, c->tenant, body.p, body.len, r);
-  if (!s) return mw__buf_free(&body), 0;
-  if (s->busy) {
-    mw__buf_free(&body);
-    if (defer(s, r, mw_sleep, c)) answer_error(r, MW_ENOMEM, "out of memory", NULL);
-    return 0;
-  }
+  session *s = session_call(e, c, cb, ud, &e->h_sleep, mw_sleep, &r, &body);
+  if (!s) return r ? 0 : MW_ENOMEM;
   const char *v = NULL;
   size_t vn = 0;
   mw__jfield(body.p, body.len, "handover", &v, &vn);

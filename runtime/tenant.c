@@ -551,6 +551,26 @@ static int load_skills(mw_tenant *t, const char *dir, int strict, char *err, siz
   return rc;
 }
 
+/* Loads HOME/tenants/<tenant>/<file> (a tenant's optional configuration):
+ * 1 with the table it returned pushed, 0 when the file does not exist, or
+ * an error code with err filled ("<path>: must return <what>"). */
+static int load_config(mw_tenant *t, const char *home, const char *file, const char *what, char *err,
+                       size_t errlen) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tenants/%s/%s", home, t->name, file);
+  FILE *probe = fopen(path, "rb");
+  if (!probe) return 0;
+  fclose(probe);
+  int rc = load_file(t, path, err, errlen);
+  if (rc) return rc;
+  if (!lua_istable(t->L, -1)) {
+    snprintf(err, errlen, "%s: must return %s", path, what);
+    lua_pop(t->L, 1);
+    return MW_EINVAL;
+  }
+  return 1;
+}
+
 /* Secrets: every regular file of HOME/tenants/<tenant>/secrets/ (at most
  * 64 KiB each), readable by this tenant's skills only, never logged. */
 static int not_dot(const struct dirent *de) { return de->d_name[0] != '.'; }
@@ -596,18 +616,11 @@ static int load_secrets(mw_tenant *t, const char *home, char *err, size_t errlen
 static int load_beats(mw_tenant *t, const char *home, char *err, size_t errlen) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tenants/%s/heartbeat.lua", home, t->name);
-  FILE *probe = fopen(path, "rb");
-  if (!probe) return 0;
-  fclose(probe);
   lua_State *L = t->L;
   int top = lua_gettop(L);
-  int rc = load_file(t, path, err, errlen);
-  if (rc) return rc;
-  if (!lua_istable(L, -1)) {
-    snprintf(err, errlen, "%s: must return a list of heartbeats", path);
-    lua_settop(L, top);
-    return MW_EINVAL;
-  }
+  int rc = load_config(t, home, "heartbeat.lua", "a list of heartbeats", err, errlen);
+  if (rc <= 0) return rc;
+  rc = 0;
   size_t n = (size_t)lua_rawlen(L, -1);
   t->beats = calloc(n + 1, sizeof *t->beats);
   if (!t->beats) {
@@ -695,18 +708,11 @@ static int load_policies(mw_tenant *t, const char *dir, int strict, char *err, s
 static int load_roster(mw_tenant *t, const char *home, const mw_tenant_conf *c, char *err, size_t errlen) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tenants/%s/roster.lua", home, t->name);
-  FILE *probe = fopen(path, "rb");
-  if (!probe) return 0;
-  fclose(probe);
   lua_State *L = t->L;
   int top = lua_gettop(L);
-  int rc = load_file(t, path, err, errlen);
-  if (rc) return rc;
-  if (!lua_istable(L, -1)) {
-    snprintf(err, errlen, "%s: must return a list of sources", path);
-    lua_settop(L, top);
-    return MW_EINVAL;
-  }
+  int rc = load_config(t, home, "roster.lua", "a list of sources", err, errlen);
+  if (rc <= 0) return rc;
+  rc = 0;
   size_t n = (size_t)lua_rawlen(L, -1);
   t->sources = calloc(n + 1, sizeof *t->sources);
   if (!t->sources) {
@@ -837,16 +843,13 @@ int mw__tenant_policy(mw_tenant *t, const mw_source *src, const char *items, siz
 static int load_quotas(mw_tenant *t, const char *home, char *err, size_t errlen) {
   char path[1024];
   snprintf(path, sizeof path, "%s/tenants/%s/quotas.lua", home, t->name);
-  FILE *probe = fopen(path, "rb");
-  if (!probe) return 0;
-  fclose(probe);
   lua_State *L = t->L;
   int top = lua_gettop(L);
-  int rc = load_file(t, path, err, errlen);
-  if (rc) return rc;
+  int rc = load_config(t, home, "quotas.lua", "{actors = n, log_bytes = n, rps = n}", err, errlen);
+  if (rc <= 0) return rc;
+  rc = 0;
   static const char *const keys[] = {"actors", "log_bytes", "rps", NULL};
   int64_t *slots[] = {&t->quotas.actors, &t->quotas.log_bytes, &t->quotas.rps};
-  if (!lua_istable(L, -1)) rc = MW_EINVAL;
   for (int i = 0; keys[i] && !rc; i++) {
     int isnum = 1;
     lua_getfield(L, -1, keys[i]);
