@@ -270,7 +270,9 @@ static int open_sandbox(lua_State *L) {
 }
 
 /* Message handler: keeps non-string error objects readable, adds a traceback. */
-static int msgh(lua_State *L) {
+/* The message handler of every protected call into Lua (fold.c, tenant.c):
+ * copes with non-string error objects and keeps the traceback. */
+int mw__lua_msgh(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (!msg) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) msg = lua_tostring(L, -1);
@@ -285,7 +287,7 @@ static int msgh(lua_State *L) {
 static int budget_call(mw_fold *f, int nargs, int nres) {
   lua_State *L = f->L;
   int base = lua_gettop(L) - nargs;
-  lua_pushcfunction(L, msgh);
+  lua_pushcfunction(L, mw__lua_msgh);
   lua_insert(L, base);
   f->used = 0;
   f->over = 0;

@@ -9,4 +9,6 @@ int mw__lua_open_json(lua_State *L);   /* [-0, +1] the json table alone */
  * iterates with (fold.c). */
 int mw__lua_sorted_pairs(lua_State *L);
 int mw__lua_sorted_next(lua_State *L);
+/* [-1, +1] message handler: a readable message with a traceback (fold.c). */
+int mw__lua_msgh(lua_State *L);
 #endif

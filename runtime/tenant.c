@@ -102,23 +102,13 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
   }
 }
 
-static int msgh(lua_State *L) {
-  const char *msg = lua_tostring(L, 1);
-  if (!msg) {
-    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) msg = lua_tostring(L, -1);
-    else msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-  }
-  luaL_traceback(L, L, msg, 1);
-  return 1;
-}
-
 /* The one protected entry into the tenant's Lua: calls the function under
  * nargs arguments with budgets set; leaves nres results, or the message
  * (with traceback) on failure.  Returns 0, MW_ESKILL, MW_ETIMEOUT, MW_ENOMEM. */
 static int tcall(mw_tenant *t, int nargs, int nres) {
   lua_State *L = t->L;
   int base = lua_gettop(L) - nargs;
-  lua_pushcfunction(L, msgh);
+  lua_pushcfunction(L, mw__lua_msgh);
   lua_insert(L, base);
   t->used = 0;
   t->over = 0;
