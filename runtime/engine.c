@@ -1239,10 +1239,22 @@ static int run_finish(mw_engine *e, req *r, session *s, const char *skill, const
 static void run_wait_resume(void *ud, int status, const char *json, size_t len) {
   run_wait *w = ud;
   mw_buf answer = {0};
-  if (status != 200) {   /* the skill still gets a delta: every source in error */
-    mw__buf_addstr(&answer, "{\"errors\":[{\"code\":\"unavailable\",\"message\":");
-    mw__json_string(&answer, "the delta's consolidation could not be recorded", 48);
-    mw__buf_addstr(&answer, ",\"source\":\"*\"}],\"items\":[]}");
+  if (status != 200) {
+    /* the skill still gets a delta's shape: the failure as its one error,
+     * naming the source it asked for ("*" for every source) */
+    const char *err, *v;
+    size_t errn, vn;
+    const char *src = w->out.pending_source[0] ? w->out.pending_source : "*";
+    mw__buf_addstr(&answer, "{\"errors\":[{\"code\":");
+    if (!mw__jfield(json, len, "error", &err, &errn) && !mw__jfield(err, errn, "code", &v, &vn)) mw__buf_add(&answer, v, vn);
+    else mw__buf_addstr(&answer, "\"internal\"");
+    mw__buf_addstr(&answer, ",\"message\":");
+    if (!mw__jfield(json, len, "error", &err, &errn) && !mw__jfield(err, errn, "message", &v, &vn))
+      mw__buf_add(&answer, v, vn);
+    else mw__buf_addstr(&answer, "\"the delta failed\"");
+    mw__buf_addstr(&answer, ",\"source\":");
+    mw__json_string(&answer, src, strlen(src));
+    mw__buf_addstr(&answer, "}],\"items\":[]}");
     json = answer.p;
     len = answer.len;
   }
@@ -2619,7 +2631,8 @@ static void pulled(void *ud, mw_pull_res *res) {
   pull *p = ud;
   delta_ctx *d = p->d;
   mw_engine *e = d->e;
-  p->rc = res->rc;
+  /* a source past its deadline is unavailable now, not a skill's timeout */
+  p->rc = res->rc == MW_ETIMEOUT ? MW_EUNAVAIL : res->rc;
   if (res->rc) {
     snprintf(p->error, sizeof p->error, "%s", res->error);
   } else {
