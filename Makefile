@@ -76,6 +76,17 @@ sanitize:
 	  --lpath='./spec/?.lua;./spec/support/?.lua' --cpath='build/asan/?.so' \
 	  -o spec/support/summary.lua spec
 
+# `make torture`: the reliability specs at full strength -- 200 crash rounds
+# (MW_TORTURE_ROUNDS; MW_TORTURE_SEED=N replays a run), 10,000 leak cycles
+# (MW_LEAK_CYCLES), the faults and the isolation matrix.
+TORTURE_SPECS := spec/crash_spec.lua spec/faults_spec.lua spec/isolation_spec.lua spec/leaks_spec.lua
+.PHONY: torture
+torture: all
+	@MW_TORTURE_ROUNDS=$${MW_TORTURE_ROUNDS:-200} MW_LEAK_CYCLES=$${MW_LEAK_CYCLES:-10000} \
+	  MW_BUILD=$(CURDIR)/$(BUILD) MW_SCRIPTS=$(CURDIR)/scripts $(LUA) $(BUSTED) \
+	  --lpath='./spec/?.lua;./spec/support/?.lua' --cpath='$(BUILD)/?.so' \
+	  -o spec/support/summary.lua $(TORTURE_SPECS)
+
 DEB_PKGS := liblua5.4-dev lua5.4 libsqlite3-dev lua-cjson libuv1-dev lua-busted libssl-dev \
             pkg-config libhttp-parser-dev libexpat1-dev lua-socket curl gcc make git sqlite3 strace
 deps:

@@ -294,6 +294,10 @@ static void apply_one(mw_engine *e, job *j) {
     int rc = mw_store_begin(e->wr);
     if (rc) {
       snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
+      mw_buf m = {0};
+      mw__json_string(&m, j->err, strlen(j->err));
+      fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot begin a write\",\"error\":%s}\n", m.p ? m.p : "null");
+      mw__buf_free(&m);
       j->rc = MW_EUNAVAIL;
       j->done(e, j, j->rc);
       return;
@@ -373,6 +377,13 @@ typedef struct tcortex {
 } tcortex;
 
 static void cortex_drop(tcortex *c, const char *reason) {
+  if (c->cx || strcmp(c->reason, reason) != 0) {   /* a line per change, not per wake */
+    mw_buf m = {0};
+    mw__json_string(&m, reason, strlen(reason));
+    fprintf(stderr, "{\"level\":\"error\",\"msg\":\"the Cortex is dark\",\"path\":\"%.200s\",\"reason\":%s}\n",
+            c->path, m.p ? m.p : "null");
+    mw__buf_free(&m);
+  }
   mw_cortex_close(c->cx);
   c->cx = NULL;
   c->behind = 1;

@@ -27,6 +27,7 @@
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -784,7 +785,19 @@ static void on_listener_closed(uv_handle_t *h) {
 static void on_connection(uv_stream_t *ls, int status) {
   mw_http *s = ls->data;
   conn *c;
-  if (status < 0 || s->draining) return;
+  if (status < 0) {
+    /* out of file descriptors (libuv drops the pending connection): one
+     * line a second at most, not a flood */
+    static uint64_t last_ns;
+    uint64_t now = uv_hrtime();
+    if (now - last_ns > 1000000000u) {
+      last_ns = now;
+      fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot accept a connection\",\"error\":\"%s\"}\n",
+              uv_strerror(status));
+    }
+    return;
+  }
+  if (s->draining) return;
   c = calloc(1, sizeof *c);
   if (!c) return;
   c->s = s;
@@ -798,7 +811,30 @@ static void on_connection(uv_stream_t *ls, int status) {
   c->next = s->conns;
   if (s->conns) s->conns->prev = c;
   s->conns = c;
-  if (uv_accept(ls, (uv_stream_t *)&c->tcp)) {
+  int arc = uv_accept(ls, (uv_stream_t *)&c->tcp);
+  uv_os_fd_t fd;
+  if (!arc && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0) {
+    /* libuv closes connections it cannot accept without telling us, so say
+     * it before: a line (a second at most) when descriptors run low */
+    static struct rlimit lim;
+    static uint64_t warned_ns;
+    if (!lim.rlim_cur) getrlimit(RLIMIT_NOFILE, &lim);
+    uint64_t now = uv_hrtime();
+    if (lim.rlim_cur != RLIM_INFINITY && (rlim_t)fd + 8 >= lim.rlim_cur && now - warned_ns > 1000000000u) {
+      warned_ns = now;
+      fprintf(stderr, "{\"level\":\"warn\",\"msg\":\"file descriptors nearly exhausted\",\"fd\":%d,\"limit\":%llu}\n",
+              (int)fd, (unsigned long long)lim.rlim_cur);
+    }
+  }
+  if (arc) {
+    /* out of file descriptors, say: one line a second at most, not a flood */
+    static uint64_t last_ns;
+    uint64_t now = uv_hrtime();
+    if (now - last_ns > 1000000000u) {
+      last_ns = now;
+      fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot accept a connection\",\"error\":\"%s\"}\n",
+              uv_strerror(arc));
+    }
     c->state = CLOSING;
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
     return;

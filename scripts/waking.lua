@@ -60,7 +60,8 @@ local function seeds(req, state)
   end
   collect(state.direction, 0)
   collect(state.handover, 0)
-  return table.concat(words, " ")
+  -- a hint is at most 2,000 bytes: whatever the state holds, Waking composes
+  return (table.concat(words, " "):sub(1, 2000))
 end
 
 -- Facts: navigated in the Cortex, seeded by the hint and the state, cut to
@@ -68,7 +69,8 @@ end
 local function facts_leg(req, state)
   local budget = (req.profile_config or {}).facts or 10
   local hint = seeds(req, state)
-  local res, why = cortex.navigate { hint = hint, limit = budget }
+  local ok, res, why = pcall(cortex.navigate, { hint = hint, limit = budget })
+  if not ok then res, why = nil, tostring(res) end
   if not res then
     return { status = "dark", reason = why, nodes = json.array(), edges = json.array() }
   end
