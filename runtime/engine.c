@@ -74,6 +74,7 @@ struct mw_engine {
   int commit_rc;
   char commit_err[256];
   uv_check_t kick;
+  uv_idle_t kick_now;          /* keeps the poll from blocking while a batch waits */
   uv_timer_t expiry;
   uv_timer_t reload_timer;
   int reload_all;
@@ -102,6 +103,7 @@ struct session {
   int64_t committed, opened_at, last_seen;
   char prior[48];
   int open, closed, busy;
+  int ephemeral;               /* an internal trigger's: no session record */
   req *waiting, **waiting_tail;   /* calls queued behind the one in flight */
 };
 
@@ -275,10 +277,13 @@ static void commit_done(uv_work_t *w, int status) {
   apply_pending(e);
 }
 
+static void kick_idle(uv_idle_t *h) { uv_idle_stop(h); }
+
 /* After every loop iteration: seal the batch and commit it off the loop. */
 static void kick_cb(uv_check_t *h) {
   mw_engine *e = h->data;
   uv_check_stop(h);
+  uv_idle_stop(&e->kick_now);
   if (e->committing || !e->in_tx) return;
   e->committing = 1;
   e->commit_work.data = e;
@@ -316,6 +321,10 @@ static void apply_one(mw_engine *e, job *j) {
   *e->batch_tail = j;
   e->batch_tail = &j->next;
   uv_check_start(&e->kick, kick_cb);
+  /* a write made from a timer callback would otherwise wait for the poll to
+   * wake up for something else: an idle handle makes this iteration's poll
+   * return at once, so the check phase seals the batch now */
+  uv_idle_start(&e->kick_now, kick_idle);
 }
 
 static void apply_pending(mw_engine *e) {
@@ -757,6 +766,19 @@ static void done_unsafe(mw_engine *e, job *j, int rc) {
   free_job(j);
 }
 
+/* The sweep's record alone (for sessions that keep no record). */
+static int apply_corpus(mw_engine *e, job *j) {
+  int rc = mw__corpus_put(e->wr, j->stream, j->corpus_fp, j->corpus_cursor, j->corpus.p, j->corpus.len);
+  if (rc) snprintf(j->err, sizeof j->err, "%s", mw_store_errmsg(e->wr));
+  return rc;
+}
+
+static void done_corpus(mw_engine *e, job *j, int rc) {
+  (void)e;
+  (void)rc;   /* a lost record only costs the next wake a longer sweep */
+  free_job(j);
+}
+
 /* Composes the boot packet and submits the session's creation. */
 static void wake_compose(wake_ctx *w) {
   mw_engine *e = w->e;
@@ -887,7 +909,20 @@ static void wake_compose(wake_ctx *w) {
   wake_ctx_free(w);
   if (ephemeral) {
     /* Heartbeats and skill entry hold no session a caller could resume: no
-     * record is written, so an idle beat costs no disk. */
+     * record is written, so an idle beat costs no disk.  The sweep's record
+     * still advances when the log did (only beats that wrote move it). */
+    s->ephemeral = 1;
+    if (j->corpus_cursor) {
+      job *cj = new_job(apply_corpus, done_corpus, NULL, NULL);
+      if (cj) {
+        cj->stream = s->stream;
+        cj->corpus_cursor = j->corpus_cursor;
+        cj->corpus = j->corpus;
+        j->corpus = (mw_buf){0};
+        snprintf(cj->corpus_fp, sizeof cj->corpus_fp, "%s", j->corpus_fp);
+        submit(e, cj);
+      }
+    }
     done_open(e, j, 0);
     return;
   }
@@ -1539,6 +1574,14 @@ static int start_sleep(mw_engine *e, session *s, req *r, const char *handover, s
   int has_handover = handover && !(hlen == 4 && memcmp(handover, "null", 4) == 0);
   /* A session that committed nothing and hands nothing over writes nothing. */
   j->with_append = s->committed > 0 || has_handover;
+  if (!j->with_append && s->ephemeral) {
+    /* and one that keeps no record has nothing to close on disk either */
+    if (s->stream && (mw_snapshot_head(e->rd, s->stream, j->snap_id) || mw_log_head(e->rd, s->stream, &j->cursor, NULL)))
+      j->snap_id[0] = '\0';
+    s->busy = 1;
+    done_sleep(e, j, 0);
+    return 0;
+  }
   if (j->with_append) {
     int rc = ensure_state(e, s, err, sizeof err);
     if (rc) {
@@ -2421,10 +2464,15 @@ static void beat_tick(uv_timer_t *h) {
   beat *b = h->data;
   mw_engine *e = b->e;
   uint64_t now = uv_hrtime();
-  double late = b->due_ns && now > b->due_ns ? (double)(now - b->due_ns) / 1e6 : 0;
-  b->due_ns = now + (uint64_t)b->cfg.every_ms * 1000000u;
+  /* lateness against the schedule (due times a whole period apart), not
+   * against the previous tick: drift shows */
+  double late = now > b->due_ns ? (double)(now - b->due_ns) / 1e6 : 0;
+  b->due_ns += (uint64_t)b->cfg.every_ms * 1000000u;
+  if (b->due_ns + (uint64_t)b->cfg.every_ms * 1000000u < now) b->due_ns = now;   /* after a long stall */
   b->ticks++;
   e->beat_ticks++;
+  b->late_sum_ms += late;
+  if (late > b->late_max_ms) b->late_max_ms = late;
   if (b->running) {
     b->skipped_overlap++;
     e->beat_skipped++;
@@ -2437,8 +2485,6 @@ static void beat_tick(uv_timer_t *h) {
     e->beat_skipped++;
     return;
   }
-  b->late_sum_ms += late;
-  if (late > b->late_max_ms) b->late_max_ms = late;
   b->running = 1;
   if (entry_start(e, b->tenant, b->cfg.actor, b->cfg.skill[0] ? b->cfg.skill : NULL, b->cfg.profile, "heartbeat",
                   NULL, 0, beat_done, b)) {
@@ -2487,8 +2533,11 @@ static void beats_reconcile(mw_engine *e, const char *tenant, mw_tenant *t) {
     b->cfg = cfg[j];
     uv_timer_init(e->loop, &b->h);
     b->h.data = b;
-    b->due_ns = uv_hrtime() + (uint64_t)b->cfg.every_ms * 1000000u;
-    uv_timer_start(&b->h, beat_tick, (uint64_t)b->cfg.every_ms, (uint64_t)b->cfg.every_ms);
+    /* phases spread over the period: 1,000 beats due in one millisecond
+     * would run one after another and the last would be late by all of them */
+    uint64_t offset = n > 1 ? (uint64_t)b->cfg.every_ms * j / n : 0;
+    b->due_ns = uv_hrtime() + ((uint64_t)b->cfg.every_ms + offset) * 1000000u;
+    uv_timer_start(&b->h, beat_tick, (uint64_t)b->cfg.every_ms + offset, (uint64_t)b->cfg.every_ms);
     if (mw__map_put(&e->beats, key, b)) {
       uv_close((uv_handle_t *)&b->h, (uv_close_cb)free);
     }
@@ -2521,6 +2570,10 @@ static void status_extra(mw_engine *e, const char *tenant, mw_buf *b) {
     add_str_member(b, "last_error", bt->last_error, 0);
     add_int_member(b, "last_error_at", bt->last_error_ms, 0);
     add_int_member(b, "last_ok_at", bt->last_ok_ms, 0);
+    char late[96];
+    snprintf(late, sizeof late, ",\"late_max_ms\":%.3f,\"late_mean_ms\":%.3f", bt->late_max_ms,
+             bt->ticks ? bt->late_sum_ms / (double)bt->ticks : 0.0);
+    mw__buf_addstr(b, late);
     add_int_member(b, "ok", (int64_t)bt->ok, 0);
     add_str_member(b, "profile", bt->cfg.profile, 0);
     add_int_member(b, "skipped_awake", (int64_t)bt->skipped_awake, 0);
@@ -2913,6 +2966,8 @@ int mw_engine_open(const mw_engine_opts *o, mw_engine **out, char *err, size_t e
   }
   uv_check_init(e->loop, &e->kick);
   e->kick.data = e;
+  uv_idle_init(e->loop, &e->kick_now);
+  e->kick_now.data = e;
   uv_timer_init(e->loop, &e->expiry);
   e->expiry.data = e;
   uint64_t every = (uint64_t)(e->o.session_ttl_ms < 2000 ? e->o.session_ttl_ms / 2 + 1 : 1000);
@@ -2946,6 +3001,8 @@ void mw_engine_stop(mw_engine *e) {
   uv_check_stop(&e->kick);
   uv_close((uv_handle_t *)&e->expiry, NULL);
   uv_close((uv_handle_t *)&e->kick, NULL);
+  uv_idle_stop(&e->kick_now);
+  uv_close((uv_handle_t *)&e->kick_now, NULL);
   uv_close((uv_handle_t *)&e->reload_timer, NULL);
   for (struct watch *w = e->watches, *next; w; w = next) {
     next = w->next;

@@ -1407,7 +1407,6 @@ static int run_step(mw_tenant *t, const mw_run_in *in, mw_run_out *o, int nargs)
   luaL_unref(L, LUA_REGISTRYINDEX, o->co_ref);
   o->co_ref = LUA_NOREF;
   t->suspended--;
-  lua_gc(L, LUA_GCSTEP, 0);
   if (rc) run_failed(o);
   return o->rc = rc;
 }
