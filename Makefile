@@ -87,8 +87,28 @@ torture: all
 	  --lpath='./spec/?.lua;./spec/support/?.lua' --cpath='$(BUILD)/?.so' \
 	  -o spec/support/summary.lua $(TORTURE_SPECS)
 
+# libFuzzer targets under ASan + UBSan (clang, libclang-rt-14-dev); CI runs
+# them briefly with FUZZ_SECONDS=10.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
+
+# valgrind over the C test programs, and over the lifecycle specs with the
+# host itself under valgrind (an error or a definite leak fails the drain).
+VALGRIND_SPECS := spec/lifecycle_spec.lua
+.PHONY: valgrind
+valgrind: all c-tests
+	@for t in $(C_TESTS); do \
+	  valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $$t >/dev/null \
+	    || { echo "valgrind: $$t"; exit 1; }; done
+	@MW_VALGRIND=1 MW_BUILD=$(CURDIR)/$(BUILD) MW_SCRIPTS=$(CURDIR)/scripts $(LUA) $(BUSTED) \
+	  --lpath='./spec/?.lua;./spec/support/?.lua' --cpath='$(BUILD)/?.so' \
+	  -o spec/support/summary.lua $(VALGRIND_SPECS)
+
 DEB_PKGS := liblua5.4-dev lua5.4 libsqlite3-dev lua-cjson libuv1-dev lua-busted libssl-dev \
-            pkg-config libhttp-parser-dev libexpat1-dev lua-socket curl gcc make git sqlite3 strace
+            pkg-config libhttp-parser-dev libexpat1-dev lua-socket curl gcc make git sqlite3 strace \
+            clang libclang-rt-14-dev valgrind
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \

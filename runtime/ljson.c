@@ -494,7 +494,7 @@ static int evalue(enc *e, int idx, int depth) {
     }
     x = lua_tonumber(L, idx);
     if (!isfinite(x)) return efail(e, depth, "cannot encode NaN or infinity");
-    if (x == floor(x) && x >= -0x1p63 && x < 0x1p63) { /* 3.0 is 3, exactly */
+    if (x == floor(x) && x > -0x1p63 && x < 0x1p63) { /* 3.0 is 3, exactly */
       snprintf(t, sizeof t, "%lld", (long long)x);
       return mw__buf_addstr(e->out, t);
     }

@@ -78,9 +78,11 @@ static int segment(const char *p, size_t n, char *out, size_t cap) {
   for (size_t i = 0; i < n; i++) {
     char c = p[i];
     if (c == '%') {
-      unsigned v;
-      if (i + 2 >= n || sscanf(p + i + 1, "%2x", &v) != 1) return -1;
-      c = (char)v;
+      /* exactly two hex digits: sscanf's %x would also take a sign or a space */
+      static const char hex[] = "0123456789abcdef0123456789ABCDEF";
+      const char *hi = i + 2 < n ? memchr(hex, p[i + 1], 32) : NULL, *lo = hi ? memchr(hex, p[i + 2], 32) : NULL;
+      if (!hi || !lo || !p[i + 1] || !p[i + 2]) return -1;
+      c = (char)(((hi - hex) % 16) << 4 | ((lo - hex) % 16));
       i += 2;
     }
     if (o + 1 >= cap) return -1;

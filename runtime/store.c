@@ -516,6 +516,14 @@ static int tail(mw_store *s, int64_t stream, int64_t *cursor, unsigned char hash
     }
     memcpy(hash, sqlite3_column_blob(st, 1), 32);
   }
+  /* a NUL inside a stored id would hash as a shorter one: refuse it */
+  for (int col = 2; col <= 3; col++) {
+    const char *v = (const char *)sqlite3_column_text(st, col);
+    if (!v || strlen(v) != (size_t)sqlite3_column_bytes(st, col) || !mw_valid_id(v)) {
+      sqlite3_reset(st);
+      return fail(s, MW_EBROKEN, "the stream record's tenant or actor is malformed%s", NULL);
+    }
+  }
   if (tenant) snprintf(tenant, 65, "%s", (const char *)sqlite3_column_text(st, 2));
   if (actor) snprintf(actor, 65, "%s", (const char *)sqlite3_column_text(st, 3));
   sqlite3_reset(st);
@@ -665,7 +673,7 @@ int mw_log_verify(mw_store *s, int64_t stream, int64_t *bad) {
     row_entry(st, &e);
     if (e.cursor != expect) why = "a cursor is missing";
     else if (memcmp(e.prev, want, 32) != 0) why = "its previous hash does not link";
-    else if (!mw_valid_id(e.kind)) why = "its kind is malformed";
+    else if (!mw_valid_id(e.kind) || strlen(e.kind) != (size_t)sqlite3_column_bytes(st, 2)) why = "its kind is malformed";
     else if (mw__chain_entry(s->chain, want, e.cursor, e.ts, e.kind, strlen(e.kind), e.body,
                              e.body_len, got) != 0) why = "it cannot be hashed";
     else if (memcmp(got, e.hash, 32) != 0) why = "its hash does not match its contents";
