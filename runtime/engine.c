@@ -135,6 +135,7 @@ struct job {
   /* payload */
   mw_append *items;
   size_t nitems;
+  int owns_kinds;              /* items[1..] kinds are strdup'd (a run's staged entries) */
   mw_buf *bodies;              /* owned bodies of items */
   mw_buf out;                  /* the answer's body or the new state */
   mw_buf aux;                  /* a second buffer: result, packet */
@@ -359,6 +360,8 @@ static job *new_job(apply_fn a, done_fn d, req *r, session *s) {
 static void free_job(job *j) {
   if (!j) return;
   for (size_t i = 0; i < j->nitems; i++) mw__buf_free(&j->bodies[i]);
+  if (j->owns_kinds && j->items)
+    for (size_t i = 1; i < j->nitems; i++) free((char *)j->items[i].kind);
   free(j->bodies);
   free(j->items);
   mw__buf_free(&j->out);
@@ -1405,20 +1408,17 @@ static int run_finish(mw_engine *e, req *r, session *s, const char *skill, const
     out->staged[i].body = (mw_buf){0};
     j->items[i + 1] = (mw_append){out->staged[i].kind, j->bodies[i + 1].p, j->bodies[i + 1].len, 1};
   }
-  /* kinds live in out->staged; keep them alive with the job */
-  static const char *const KIND_RUN = "run";
-  (void)KIND_RUN;
   j->aux = out->result;
   out->result = (mw_buf){0};
   j->calls = out->calls;
   j->ncalls = out->ncalls;
   out->calls = NULL;
   out->ncalls = 0;
-  /* move the kind strings into the job-owned bodies' neighbours: copy them */
+  /* the kinds live in out->staged, freed below: the job keeps copies */
+  j->owns_kinds = 1;
   for (size_t i = 0; i < out->nstaged; i++) {
     char *k = strdup(out->staged[i].kind);
     if (!k) {
-      for (size_t q = 0; q < i; q++) free((char *)j->items[q + 1].kind);
       for (size_t q = i; q < out->nstaged; q++) j->items[q + 1].kind = NULL;
       free_job(j);
       mw__run_out_free(out);
