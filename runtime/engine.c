@@ -1253,7 +1253,9 @@ static session *session_call(mw_engine *e, const mw_call *c, mw_reply_cb cb, voi
                              req **rout, mw_buf *body) {
   req *r = *rout = new_req(e, c, cb, ud, h);
   if (!r) return NULL;
-  if (rate_limited(e, r, c)) return NULL;
+  /* a sleep is never refused for the request rate: refusing it would keep
+   * the actor awake (and its next wake already_awake) until the TTL */
+  if (fn != mw_sleep && rate_limited(e, r, c)) return NULL;
   if (parse_body(r, c, body)) return mw__buf_free(body), NULL;
   session *s = find_session(e, c->tenant, body->p, body->len, r);
   if (!s) return mw__buf_free(body), NULL;
@@ -1679,7 +1681,9 @@ int mw_navigate(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   tcortex *cx = cortex_ensure(e, s->tenant);
   mw_buf b = {0};
   if (!cx || !cx->cx) {
-    mw__buf_addstr(&b, "{\"edges\":[],\"nodes\":[],\"reason\":");
+    mw__buf_addstr(&b, "{\"edges\":[]");
+    add_latency(&b, r);
+    mw__buf_addstr(&b, ",\"nodes\":[],\"reason\":");
     const char *why = cx ? cx->reason : "out of memory";
     mw__json_string(&b, why, strlen(why));
     mw__buf_addstr(&b, ",\"status\":\"dark\"}");
@@ -1693,8 +1697,16 @@ int mw_navigate(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
     answer_error(r, rc == MW_EUNAVAIL ? MW_EUNAVAIL : MW_EINVAL, mw_cortex_errmsg(cx->cx), NULL);
     if (rc == MW_EUNAVAIL) cortex_drop(cx, mw_cortex_errmsg(cx->cx));
   } else {
-    /* {"edges":[...],"nodes":[...]} + status, keys kept in order */
-    mw__buf_add(&b, out.p, out.len - 1);
+    /* {"edges":[...],"latency_ms":..,"nodes":[...],"status":"live"}: keys in order */
+    const char *edges = "[]", *nodes = "[]";
+    size_t en = 2, nn = 2;
+    mw__jfield(out.p, out.len, "edges", &edges, &en);
+    mw__jfield(out.p, out.len, "nodes", &nodes, &nn);
+    mw__buf_addstr(&b, "{\"edges\":");
+    mw__buf_add(&b, edges, en);
+    add_latency(&b, r);
+    mw__buf_addstr(&b, ",\"nodes\":");
+    mw__buf_add(&b, nodes, nn);
     mw__buf_addstr(&b, ",\"status\":\"live\"}");
     answer(r, 200, &b);
   }
