@@ -2,6 +2,7 @@
  * validating parser that writes the canonical form as it reads, sorting each
  * object's members in place when the object closes. */
 #include "json.h"
+#include "jlex.h"
 #include "mw.h"
 #include <float.h>
 #include <math.h>
@@ -46,57 +47,6 @@ static int put(mw_buf *b, char c) {
   return 0;
 }
 
-static int isdigit_(unsigned c) { return c - '0' < 10; }
-
-/* Length of the valid UTF-8 sequence at s, or 0: no overlongs, no encoded
- * surrogates, nothing above U+10FFFF, nothing truncated. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  if (c < 0xC2) return 0;
-  if (c < 0xE0) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-  if (c < 0xF0) {
-    if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0)) return 0;
-    return 3;
-  }
-  if (c < 0xF5) {
-    if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
-    if ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)) return 0;
-    return 4;
-  }
-  return 0;
-}
-
-/* Skips what needs no decoding and is canonical as written: plain ASCII and
- * valid UTF-8.  Stops at the closing quote, an escape or a bad byte. */
-static size_t plain(const unsigned char *s, size_t i, size_t n) {
-  while (i < n) {
-    unsigned c = s[i];
-    if (c < 0x80) {
-      if (c < 0x20 || c == '"' || c == '\\') break;
-      i++;
-    } else {
-      size_t l = utf8_len(s + i, n - i);
-      if (!l) break;
-      i += l;
-    }
-  }
-  return i;
-}
-
-static int hex4(const unsigned char *s, unsigned *v) {
-  unsigned x = 0;
-  for (int k = 0; k < 4; k++) {
-    unsigned c = s[k] | 0x20; /* folds A-F; digits already have the bit */
-    if (isdigit_(s[k])) x = x << 4 | (s[k] - '0');
-    else if (c >= 'a' && c <= 'f') x = x << 4 | (c - 'a' + 10);
-    else return -1;
-  }
-  *v = x;
-  return 0;
-}
-
 /* Decodes the string literal whose quote is at p->i, appending its UTF-8 to
  * dst, and leaves p->i past the closing quote. */
 static int lex_string(parser *p, mw_buf *dst) {
@@ -104,7 +54,7 @@ static int lex_string(parser *p, mw_buf *dst) {
   size_t n = p->n, i = p->i + 1;
   if (mw__buf_reserve(dst, 0)) return MW_ENOMEM; /* dst->p is never NULL */
   for (;;) {
-    size_t j = plain(s, i, n);
+    size_t j = mw__json_plain(s, i, n);
     unsigned cp, lo;
     char c;
     if (j > i && mw__buf_add(dst, s + i, j - i)) return MW_ENOMEM;
@@ -129,11 +79,11 @@ static int lex_string(parser *p, mw_buf *dst) {
     case 'u': {
       char u[4];
       size_t un;
-      if (n - i < 4 || hex4(s + i, &cp)) return fail(p, "bad \\u escape at byte %zu", j);
+      if (n - i < 4 || mw__hex4(s + i, &cp)) return fail(p, "bad \\u escape at byte %zu", j);
       i += 4;
       if (cp >= 0xDC00 && cp <= 0xDFFF) return fail(p, "lone surrogate at byte %zu", j);
       if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (n - i < 6 || s[i] != '\\' || s[i + 1] != 'u' || hex4(s + i + 2, &lo) || lo < 0xDC00 ||
+        if (n - i < 6 || s[i] != '\\' || s[i + 1] != 'u' || mw__hex4(s + i + 2, &lo) || lo < 0xDC00 ||
             lo > 0xDFFF)
           return fail(p, "lone surrogate at byte %zu", j);
         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
@@ -160,7 +110,7 @@ static int lex_string(parser *p, mw_buf *dst) {
 }
 
 static int string(parser *p) {
-  size_t st = p->i + 1, j = plain(p->s, st, p->n);
+  size_t st = p->i + 1, j = mw__json_plain(p->s, st, p->n);
   int rc;
   if (j < p->n && p->s[j] == '"') { /* nothing to decode: already canonical */
     p->i = j + 1;
@@ -271,19 +221,19 @@ static int number(parser *p) {
   double d;
   int rc;
   if (i < n && s[i] == '-') i++;
-  if (i >= n || !isdigit_(s[i])) return fail(p, "unexpected character at byte %zu", i);
+  if (i >= n || !mw__isdigit(s[i])) return fail(p, "unexpected character at byte %zu", i);
   if (s[i++] != '0') /* no leading zeros */
-    while (i < n && isdigit_(s[i])) i++;
+    while (i < n && mw__isdigit(s[i])) i++;
   ie = i;
   if (i < n && s[i] == '.') {
-    if (++i >= n || !isdigit_(s[i])) return fail(p, "bad number at byte %zu", st);
-    while (i < n && isdigit_(s[i])) i++;
+    if (++i >= n || !mw__isdigit(s[i])) return fail(p, "bad number at byte %zu", st);
+    while (i < n && mw__isdigit(s[i])) i++;
   }
   fe = i;
   if (i < n && (s[i] == 'e' || s[i] == 'E')) {
     if (++i < n && (s[i] == '+' || s[i] == '-')) i++;
-    if (i >= n || !isdigit_(s[i])) return fail(p, "bad number at byte %zu", st);
-    while (i < n && isdigit_(s[i])) i++;
+    if (i >= n || !mw__isdigit(s[i])) return fail(p, "bad number at byte %zu", st);
+    while (i < n && mw__isdigit(s[i])) i++;
   }
   p->i = i;
   if (i == ie && fits_int64(s + st, i - st)) {
@@ -467,7 +417,7 @@ int mw__json_string(mw_buf *out, const char *str, size_t n) {
     char u[8];
     const char *e = u;
     if (c >= 0x80) {
-      size_t l = utf8_len(s + i, n - i);
+      size_t l = mw__utf8_len(s + i, n - i);
       if (!l) {
         rc = MW_EJSON;
         goto fail;
@@ -516,7 +466,7 @@ int mw__json_double(mw_buf *out, double d) {
   /* t is [-]d[<locale point>ddd]e(+|-)xx; take the digits whatever the point */
   q += *q == '-';
   for (; *q != 'e'; q++)
-    if (isdigit_((unsigned char)*q)) dig[k++] = *q;
+    if (mw__isdigit((unsigned char)*q)) dig[k++] = *q;
   while (k > 1 && dig[k - 1] == '0') k--;
   return es_format(out, d < 0, dig, k, atoi(q + 1) + 1);
 }

@@ -2,6 +2,7 @@
  * JSON.  The metatables mw.array and mw.object keep [] and {} apart; all
  * scratch memory is Lua's, so a memory error raised midway leaks nothing. */
 #include "ljson.h"
+#include "jlex.h"
 #include "json.h"
 #include "mw.h"
 #include <lauxlib.h>
@@ -22,56 +23,6 @@ void mw__ljson_init(lua_State *L) {
 
 static void vmsg(char *err, size_t errlen, const char *fmt, va_list ap) {
   if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-}
-
-static int isdigit_(unsigned c) { return c - '0' < 10; }
-
-/* As in json.c: length of the valid UTF-8 sequence at s, or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  if (c < 0xC2) return 0;
-  if (c < 0xE0) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-  if (c < 0xF0) {
-    if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0)) return 0;
-    return 3;
-  }
-  if (c < 0xF5) {
-    if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
-    if ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)) return 0;
-    return 4;
-  }
-  return 0;
-}
-
-/* Skips string bytes that need no decoding: printable ASCII but " and \,
- * and valid UTF-8. */
-static size_t plain(const unsigned char *s, size_t i, size_t n) {
-  while (i < n) {
-    unsigned c = s[i];
-    if (c < 0x80) {
-      if (c < 0x20 || c == '"' || c == '\\') break;
-      i++;
-    } else {
-      size_t l = utf8_len(s + i, n - i);
-      if (!l) break;
-      i += l;
-    }
-  }
-  return i;
-}
-
-static int hex4(const unsigned char *s, unsigned *v) {
-  unsigned x = 0;
-  for (int k = 0; k < 4; k++) {
-    unsigned c = s[k] | 0x20;
-    if (isdigit_(s[k])) x = x << 4 | (s[k] - '0');
-    else if (c >= 'a' && c <= 'f') x = x << 4 | (c - 'a' + 10);
-    else return -1;
-  }
-  *v = x;
-  return 0;
 }
 
 /* ---- decode ------------------------------------------------------------- */
@@ -105,7 +56,7 @@ static void dws(dec *d) {
 static int dstring(dec *d) {
   lua_State *L = d->L;
   const unsigned char *s = d->s;
-  size_t n = d->n, i = d->i + 1, j = plain(s, i, n);
+  size_t n = d->n, i = d->i + 1, j = mw__json_plain(s, i, n);
   luaL_Buffer b;
   if (j < n && s[j] == '"') {
     lua_pushlstring(L, (const char *)s + i, j - i);
@@ -136,11 +87,11 @@ static int dstring(dec *d) {
     case 'r': luaL_addchar(&b, '\r'); break;
     case 't': luaL_addchar(&b, '\t'); break;
     case 'u':
-      if (n - i < 4 || hex4(s + i, &cp)) return dfail(d, "bad \\u escape at byte %zu", j);
+      if (n - i < 4 || mw__hex4(s + i, &cp)) return dfail(d, "bad \\u escape at byte %zu", j);
       i += 4;
       if (cp >= 0xDC00 && cp <= 0xDFFF) return dfail(d, "lone surrogate at byte %zu", j);
       if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (n - i < 6 || s[i] != '\\' || s[i + 1] != 'u' || hex4(s + i + 2, &lo) || lo < 0xDC00 ||
+        if (n - i < 6 || s[i] != '\\' || s[i + 1] != 'u' || mw__hex4(s + i + 2, &lo) || lo < 0xDC00 ||
             lo > 0xDFFF)
           return dfail(d, "lone surrogate at byte %zu", j);
         cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
@@ -164,7 +115,7 @@ static int dstring(dec *d) {
       break;
     default: return dfail(d, "bad escape at byte %zu", j);
     }
-    j = plain(s, i, n);
+    j = mw__json_plain(s, i, n);
   }
 }
 
@@ -177,17 +128,17 @@ static int dnumber(dec *d) {
   char t[64];
   const char *lit = t;
   if (i < n && s[i] == '-') i++;
-  if (i >= n || !isdigit_(s[i])) return dfail(d, "unexpected character at byte %zu", i);
+  if (i >= n || !mw__isdigit(s[i])) return dfail(d, "unexpected character at byte %zu", i);
   if (s[i++] != '0')
-    while (i < n && isdigit_(s[i])) i++;
+    while (i < n && mw__isdigit(s[i])) i++;
   if (i < n && s[i] == '.') {
-    if (++i >= n || !isdigit_(s[i])) return dfail(d, "bad number at byte %zu", st);
-    while (i < n && isdigit_(s[i])) i++;
+    if (++i >= n || !mw__isdigit(s[i])) return dfail(d, "bad number at byte %zu", st);
+    while (i < n && mw__isdigit(s[i])) i++;
   }
   if (i < n && (s[i] == 'e' || s[i] == 'E')) {
     if (++i < n && (s[i] == '+' || s[i] == '-')) i++;
-    if (i >= n || !isdigit_(s[i])) return dfail(d, "bad number at byte %zu", st);
-    while (i < n && isdigit_(s[i])) i++;
+    if (i >= n || !mw__isdigit(s[i])) return dfail(d, "bad number at byte %zu", st);
+    while (i < n && mw__isdigit(s[i])) i++;
   }
   d->i = i;
   len = i - st;
@@ -350,10 +301,10 @@ static void app(char *buf, size_t lim, size_t *w, const char *fmt, ...) {
 }
 
 static int ident(const char *s, size_t n) {
-  if (!n || isdigit_((unsigned char)s[0])) return 0;
+  if (!n || mw__isdigit((unsigned char)s[0])) return 0;
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (!(c == '_' || isdigit_(c) || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'))) return 0;
+    if (!(c == '_' || mw__isdigit(c) || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'))) return 0;
   }
   return 1;
 }
@@ -387,7 +338,7 @@ static int efail(enc *e, int depth, const char *fmt, ...) {
 
 static int valid_utf8(const char *s, size_t n) {
   for (size_t i = 0, l; i < n; i += l)
-    if (!(l = utf8_len((const unsigned char *)s + i, n - i))) return 0;
+    if (!(l = mw__utf8_len((const unsigned char *)s + i, n - i))) return 0;
   return 1;
 }
 

@@ -17,6 +17,7 @@
  *     discarded; the pull is freed when the last handle or request is back
  *     (`refs`). */
 #include "sources.h"
+#include "jlex.h"
 #include "chain.h"
 #include "jfield.h"
 #include "json.h"
@@ -175,25 +176,6 @@ static int add_i64(mw_buf *b, int64_t v) {
   return mw__buf_add(b, t, n);
 }
 
-/* Length of a valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  if (c < 0xC2) return 0;
-  if (c < 0xE0) return n >= 2 && (s[1] & 0xC0) == 0x80 ? 2 : 0;
-  if (c < 0xF0) {
-    if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
-    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0)) return 0;
-    return 3;
-  }
-  if (c < 0xF5) {
-    if (n < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
-    if ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)) return 0;
-    return 4;
-  }
-  return 0;
-}
-
 /* 1 when none of 8 bytes needs care in a JSON string: no control byte, no
  * '"', no '\\', nothing above 0x7F (the word-at-a-time tests of "Bit
  * Twiddling Hacks", exact for existence). */
@@ -265,7 +247,7 @@ static int add_text(mw_buf *b, const char *str, size_t n, int stop_nl, size_t *n
     if (stop_nl && (c == '\n' || (c == '\r' && i + 1 < n && s[i + 1] == '\n'))) break;
     if (i > st && mw__buf_add(b, s + st, i - st)) return MW_ENOMEM;
     if (c >= 0x80) {
-      size_t l = utf8_len(s + i, n - i);
+      size_t l = mw__utf8_len(s + i, n - i);
       if (l ? mw__buf_add(b, s + i, l) : mw__buf_add(b, "\xEF\xBF\xBD", 3)) return MW_ENOMEM;
       i += l ? l : 1;
     } else {
