@@ -94,9 +94,11 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
 
-# valgrind over the C test programs, and over the lifecycle specs with the
-# host itself under valgrind (an error or a definite leak fails the drain).
-VALGRIND_SPECS := spec/lifecycle_spec.lua
+# valgrind over the C test programs, and over the lifecycle, error-table,
+# trigger and source specs with the host itself under valgrind (an error or a
+# definite leak fails the spec that started it).  Specs that time SIGKILLs
+# against the host's progress are left out: valgrind is ~20x slower.
+VALGRIND_SPECS := spec/lifecycle_spec.lua spec/errors_spec.lua spec/triggers_spec.lua spec/sources_spec.lua
 .PHONY: valgrind
 valgrind: all c-tests
 	@for t in $(C_TESTS); do \
