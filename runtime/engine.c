@@ -357,6 +357,22 @@ static job *new_job(apply_fn a, done_fn d, req *r, session *s) {
   return j;
 }
 
+/* A job that appends n entries: its items and their owned bodies. */
+static job *new_append_job(apply_fn a, done_fn d, req *r, session *s, size_t n) {
+  job *j = new_job(a, d, r, s);
+  if (!j) return NULL;
+  j->items = calloc(n, sizeof *j->items);
+  j->bodies = calloc(n, sizeof *j->bodies);
+  if (!j->items || !j->bodies) {
+    free(j->items);
+    free(j->bodies);
+    free(j);
+    return NULL;
+  }
+  j->nitems = n;
+  return j;
+}
+
 static void free_job(job *j) {
   if (!j) return;
   for (size_t i = 0; i < j->nitems; i++) mw__buf_free(&j->bodies[i]);
@@ -1384,20 +1400,13 @@ static int run_finish(mw_engine *e, req *r, session *s, const char *skill, const
     mw__run_out_free(out);
     return 0;
   }
-  job *j = new_job(apply_run, done_run, r, s);
-  size_t n = 1 + out->nstaged;
-  if (j) {
-    j->items = calloc(n, sizeof *j->items);
-    j->bodies = calloc(n, sizeof *j->bodies);
-  }
-  if (!j || !j->items || !j->bodies) {
-    free_job(j);
+  job *j = new_append_job(apply_run, done_run, r, s, 1 + out->nstaged);
+  if (!j) {
     mw__run_out_free(out);
     mw__buf_free(body);
     answer_error(r, MW_ENOMEM, "out of memory", NULL);
     return 0;
   }
-  j->nitems = n;
   /* the run entry: {"input": ..., "skill": ...} -- keys already in order */
   mw__buf_addstr(&j->bodies[0], "{\"input\":");
   mw__buf_add(&j->bodies[0], input, input_len);
@@ -1570,12 +1579,13 @@ static void done_sleep(mw_engine *e, job *j, int rc) {
 
 static int start_sleep(mw_engine *e, session *s, req *r, const char *handover, size_t hlen, const char *reason) {
   char err[1024];
-  job *j = new_job(apply_sleep, done_sleep, r, s);
-  if (!j) return MW_ENOMEM;
-  j->reason = reason;
   int has_handover = handover && !(hlen == 4 && memcmp(handover, "null", 4) == 0);
   /* A session that committed nothing and hands nothing over writes nothing. */
-  j->with_append = s->committed > 0 || has_handover;
+  int with_append = s->committed > 0 || has_handover;
+  job *j = with_append ? new_append_job(apply_sleep, done_sleep, r, s, 1) : new_job(apply_sleep, done_sleep, r, s);
+  if (!j) return MW_ENOMEM;
+  j->reason = reason;
+  j->with_append = with_append;
   if (!j->with_append && s->ephemeral) {
     /* and one that keeps no record has nothing to close on disk either */
     if (s->stream && (mw_snapshot_head(e->rd, s->stream, j->snap_id) || mw_log_head(e->rd, s->stream, &j->cursor, NULL)))
@@ -1591,13 +1601,6 @@ static int start_sleep(mw_engine *e, session *s, req *r, const char *handover, s
       if (r) answer_error(r, MW_EINTERNAL, err, NULL);
       return rc;
     }
-    j->items = calloc(1, sizeof *j->items);
-    j->bodies = calloc(1, sizeof *j->bodies);
-    if (!j->items || !j->bodies) {
-      free_job(j);
-      return MW_ENOMEM;
-    }
-    j->nitems = 1;
     mw__buf_addstr(&j->bodies[0], "{\"handover\":");
     if (has_handover) mw__buf_add(&j->bodies[0], handover, hlen);
     else mw__buf_addstr(&j->bodies[0], "null");
@@ -2039,18 +2042,12 @@ int mw_actor_direction(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud)
     mw__buf_free(&body);
     return 0;
   }
-  job *j = new_job(apply_direction, done_direction, r, NULL);
-  if (j) {
-    j->items = calloc(1, sizeof *j->items);
-    j->bodies = calloc(1, sizeof *j->bodies);
-  }
-  if (!j || !j->items || !j->bodies) {
-    free_job(j);
+  job *j = new_append_job(apply_direction, done_direction, r, NULL, 1);
+  if (!j) {
     mw__buf_free(&body);
     answer_error(r, MW_ENOMEM, "out of memory", NULL);
     return 0;
   }
-  j->nitems = 1;
   snprintf(j->tenant, sizeof j->tenant, "%s", c->tenant);
   snprintf(j->actor, sizeof j->actor, "%s", c->actor);
   mw__buf_addstr(&j->bodies[0], "{\"by\":\"operator\",\"direction\":");
