@@ -692,6 +692,9 @@ typedef struct wake_ctx {
   /* results of hydrate and of the sweep */
   mw_buf state, corpus;
   int64_t swept_from;
+  mw_buf prev;                 /* the sweep record read when deciding where to hydrate */
+  int64_t prev_from;
+  int have_prev;
   char sweep_path[1100];
   mw_hydrated h;
   int rc;
@@ -705,6 +708,7 @@ typedef struct wake_ctx {
 static void wake_ctx_free(wake_ctx *w) {
   mw__buf_free(&w->state);
   mw__buf_free(&w->corpus);
+  mw__buf_free(&w->prev);
   free(w);
 }
 
@@ -719,9 +723,15 @@ static void wake_fail(wake_ctx *w, int code, const char *msg, const char *extra)
  * the cursor the state is at.  Pure: reads only; the session-open job stores
  * the corpus and the cursor together. */
 static int sweep(mw_store *s, mw_fold *f, int64_t stream, int64_t to, mw_buf *corpus, int64_t *from,
-                 char *err, size_t errlen) {
+                 const mw_buf *known, int64_t known_from, char *err, size_t errlen) {
   mw_buf prev = {0};
-  int rc = stream ? mw__corpus_get(s, stream, mw_fold_fingerprint(f), from, &prev) : 0;
+  int rc = 0;
+  if (known) {   /* read already, on this connection, for this fold: not again */
+    rc = mw__buf_add(&prev, known->p ? known->p : "", known->len);
+    *from = known_from;
+  } else if (stream) {
+    rc = mw__corpus_get(s, stream, mw_fold_fingerprint(f), from, &prev);
+  }
   if (!stream) *from = 0;
   if (rc) {
     snprintf(err, errlen, "%s", mw_store_errmsg(s));
@@ -823,8 +833,8 @@ static void wake_compose(wake_ctx *w) {
   }
   if (w->rc) return wake_fail(w, w->rc == MW_EFOLD ? MW_EINTERNAL : w->rc, w->err, NULL);
   if (!w->corpus.len) {   /* swept here unless the thread pool did it */
-    int rc = sweep(e->rd, mw__tenant_sweep(w->t), s->stream, h->cursor, &w->corpus, &w->swept_from, w->err,
-                   sizeof w->err);
+    int rc = sweep(e->rd, mw__tenant_sweep(w->t), s->stream, h->cursor, &w->corpus, &w->swept_from,
+                   w->have_prev ? &w->prev : NULL, w->prev_from, w->err, sizeof w->err);
     if (rc) return wake_fail(w, MW_EINTERNAL, w->err, NULL);
   }
 
@@ -964,7 +974,7 @@ static void wake_work(uv_work_t *wk) {
   }
   mw_fold *sw = NULL;
   if (!w->rc && !(w->rc = mw_fold_open(w->sweep_path, NULL, &sw, w->err, sizeof w->err)))
-    w->rc = sweep(s, sw, w->s->stream, w->h.cursor, &w->corpus, &w->swept_from, w->err, sizeof w->err);
+    w->rc = sweep(s, sw, w->s->stream, w->h.cursor, &w->corpus, &w->swept_from, NULL, 0, w->err, sizeof w->err);
   mw_fold_close(sw);
   mw_fold_close(f);
   mw_store_close(s);
@@ -1072,11 +1082,11 @@ static int do_wake_x(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud, c
     return 0;
   }
   int64_t last, newest, swept = 0;
-  mw_buf probe = {0};
   mw_log_head(e->rd, s->stream, &last, NULL);
   mw_snapshot_newest(e->rd, s->stream, mw_fold_fingerprint(mw__tenant_fold(w->t)), &newest);
-  mw__corpus_get(e->rd, s->stream, mw_fold_fingerprint(mw__tenant_sweep(w->t)), &swept, &probe);
-  mw__buf_free(&probe);
+  /* kept: a sweep on the loop (below) starts from this record without reading it again */
+  w->have_prev = mw__corpus_get(e->rd, s->stream, mw_fold_fingerprint(mw__tenant_sweep(w->t)), &swept, &w->prev) == 0;
+  w->prev_from = swept;
   int64_t k = e->o.checkpoint_every > 0 ? e->o.checkpoint_every : 100;
   if (w->has_from || last - (newest < 0 ? 0 : newest) > k || last - swept > k) {
     e->offloop++;
