@@ -418,7 +418,10 @@ static void cortex_drop(tcortex *c, const char *reason) {
   snprintf(c->reason, sizeof c->reason, "%.255s", reason);
 }
 
-static tcortex *cortex_ensure(mw_engine *e, const char *tenant) {
+/* probe: also try the write lock (WAL lets reads through a writer, so only
+ * this shows a Cortex locked by another process); a run skips it -- the
+ * apply after its commit finds a lock all the same. */
+static tcortex *cortex_ensure(mw_engine *e, const char *tenant, int probe) {
   tcortex *c = mw__map_get(&e->cortexes, tenant);
   if (!c) {
     c = calloc(1, sizeof *c);
@@ -439,7 +442,7 @@ static tcortex *cortex_ensure(mw_engine *e, const char *tenant) {
     if (c->cx && mw_cortex_check(c->cx)) cortex_drop(c, mw_cortex_errmsg(c->cx));
     /* WAL lets reads through a writer's lock: probe the write lock itself,
      * since facts must be applicable for the Cortex to count as live. */
-    if (c->cx) {
+    if (c->cx && probe) {
       if (mw_cortex_begin(c->cx)) cortex_drop(c, "cortex is locked");
       else mw_cortex_rollback(c->cx);
     }
@@ -464,7 +467,7 @@ static tcortex *cortex_ensure(mw_engine *e, const char *tenant) {
 
 /* After a commit that held facts: the Cortex applies them now, or later. */
 static void cortex_apply(mw_engine *e, const char *tenant, int64_t stream, const char *actor, int64_t last) {
-  tcortex *c = cortex_ensure(e, tenant);
+  tcortex *c = cortex_ensure(e, tenant, 1);
   char err[512];
   if (c && c->cx && mw__facts_catch_up(e->rd, c->cx, stream, actor, last, err, sizeof err)) cortex_drop(c, err);
 }
@@ -476,7 +479,7 @@ int mw_engine_cortex_live(mw_engine *e) {
   while (mw__map_next(&e->cortexes, &i, &name)) {
     char tenant[65];
     snprintf(tenant, sizeof tenant, "%s", name);
-    tcortex *c = cortex_ensure(e, tenant);
+    tcortex *c = cortex_ensure(e, tenant, 1);
     if (!c || !c->cx) live = 0;
   }
   return live;
@@ -838,7 +841,7 @@ static void wake_compose(wake_ctx *w) {
     if (rc) return wake_fail(w, MW_EINTERNAL, w->err, NULL);
   }
 
-  tcortex *cx = cortex_ensure(e, s->tenant);
+  tcortex *cx = cortex_ensure(e, s->tenant, 1);
   if (!cx || !cx->cx) e->cortex_dark++;
   mw_buf briefing = {0};
   mw_compose_in in = {s->actor, s->profile, s->trigger, w->has_hint ? w->hint : NULL, h->cursor,
@@ -1488,7 +1491,7 @@ int mw_run(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
     return 0;
   }
   s->last_seen = now_ms();
-  cortex_ensure(e, s->tenant);
+  cortex_ensure(e, s->tenant, 0);
   mw_run_in in = {skill, s->actor, s->id, s->profile, s->cursor, s->state.p, s->state.len, input, input_len};
   mw_run_out out;
   rc = mw__tenant_run(s->t, &in, &out);
@@ -1691,7 +1694,7 @@ int mw_navigate(mw_engine *e, const mw_call *c, mw_reply_cb cb, void *ud) {
   if (got < 0) return 0;
   s->last_seen = now_ms();
   e->navigations++;
-  tcortex *cx = cortex_ensure(e, s->tenant);
+  tcortex *cx = cortex_ensure(e, s->tenant, 1);
   mw_buf b = {0};
   if (!cx || !cx->cx) {
     mw__buf_addstr(&b, "{\"edges\":[]");
@@ -2355,7 +2358,7 @@ static void reload_tenant(mw_engine *e, const char *name) {
   while ((s = mw__map_next(&e->awake, &i, NULL)))
     if (s->t == old) s->t = t;
   mw__tenant_free(old);
-  cortex_ensure(e, name);
+  cortex_ensure(e, name, 1);
   e->reload_ok++;
   if (st) {
     st->version++;
