@@ -492,8 +492,9 @@ static int log_replay(lua_State *L) {
   return log_hydrate(L);
 }
 
-/* log:snapshot(fold [, {head = true, state = json, cursor = n}]) -> id, cursor | nil, msg, code
- * Without a state, the state at the log's last cursor is hydrated first. */
+/* log:snapshot(fold [, {head = true}]) -> id, cursor | nil, msg, code
+ * Snapshots the state at the log's last cursor (hydrated first, as a wake
+ * does); head = true makes it the head, else it is a checkpoint. */
 static int log_snapshot(lua_State *L) {
   llog *g;
   mw_store *s = tolog(L, 1, &g);
